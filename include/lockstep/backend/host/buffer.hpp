@@ -1,0 +1,63 @@
+// 64-byte aligned, owning float storage for one replica's parameters,
+// gradients, optimizer slots and activations. Allocated once, before the step.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::host {
+
+template <class T>
+class AlignedBuffer {
+ public:
+  static constexpr std::size_t kAlignment = 64;  // a cache line; enough for AVX-512
+
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(std::size_t size) { resize(size); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& other) noexcept { swap(other); }
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~AlignedBuffer() { std::free(data_); }
+
+  // Discards the contents; new storage is zero-filled.
+  void resize(std::size_t size) {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = 0;
+    if (size == 0) return;
+    const std::size_t bytes = (size * sizeof(T) + kAlignment - 1) / kAlignment * kAlignment;
+    data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes));
+    if (!data_) fail("host buffer: could not allocate ", bytes, " bytes");
+    std::memset(static_cast<void*>(data_), 0, bytes);
+    size_ = size;
+  }
+
+  void fill_zero() {
+    if (size_) std::memset(static_cast<void*>(data_), 0, size_ * sizeof(T));
+  }
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+
+ private:
+  void swap(AlignedBuffer& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace lockstep::host

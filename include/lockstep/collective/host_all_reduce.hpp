@@ -1,0 +1,88 @@
+// HostAllReduce: replicas are threads of one process, so the all-reduce works
+// in shared memory. Reduce-scatter: replica r sums chunk r over every buffer,
+// always in replica order (deterministic), and stores it in its own buffer.
+// All-gather: each replica copies the other chunks from their owners. Each
+// element is read N times and written N times in all: the bandwidth optimum.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/host/barrier.hpp"
+#include "lockstep/collective/collective.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep {
+
+struct HostAllReduce {
+  using backend = Host;
+  static constexpr const char* kName = "HostAllReduce";
+
+  class Group {
+   public:
+    explicit Group(int replicas) : replicas_(replicas), buffers_(static_cast<std::size_t>(std::max(replicas, 1))), barrier_(replicas) {
+      require(replicas >= 1, "HostAllReduce: ", replicas, " replicas, expected at least 1");
+    }
+
+    int size() const { return replicas_; }
+
+    // Called by every replica with a buffer of the same `count`.
+    void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
+      if (replicas_ == 1) return;  // the sum and the mean of one buffer are itself
+      buffers_[static_cast<std::size_t>(replica)] = data;
+      barrier_.wait();
+      const auto [first, last] = chunk(replica, count);
+      const float scale = op == ReduceOp::kMean ? 1.0f / static_cast<float>(replicas_) : 1.0f;
+      reduce_chunk(data, first, last, scale);
+      barrier_.wait();
+      for (int owner = 0; owner < replicas_; ++owner) {
+        if (owner == replica) continue;
+        const auto [f, l] = chunk(owner, count);
+        if (l > f) std::memcpy(data + f, buffers_[static_cast<std::size_t>(owner)] + f, (l - f) * sizeof(float));
+      }
+      // No replica may touch its buffer again until every copy from it is done.
+      barrier_.wait();
+    }
+
+    // Releases replicas waiting in all_reduce after one of them failed.
+    void abort() { barrier_.abort(); }
+
+   private:
+    // Chunks are whole cache lines (16 floats) so two replicas never write one line.
+    std::pair<std::size_t, std::size_t> chunk(int replica, std::size_t count) const {
+      constexpr std::size_t kLine = 16;
+      const std::size_t lines = (count + kLine - 1) / kLine;
+      const std::size_t r = static_cast<std::size_t>(replica), n = static_cast<std::size_t>(replicas_);
+      const std::size_t first = std::min(count, lines * r / n * kLine);
+      const std::size_t last = std::min(count, lines * (r + 1) / n * kLine);
+      return {first, last};
+    }
+
+    void reduce_chunk(float* out, std::size_t first, std::size_t last, float scale) const {
+      constexpr std::size_t kBlock = 1024;  // stay in L1 while summing N sources
+      for (std::size_t b = first; b < last; b += kBlock) {
+        const std::size_t e = std::min(last, b + kBlock);
+        float acc[kBlock];
+        const float* src0 = buffers_[0];
+        for (std::size_t i = b; i < e; ++i) acc[i - b] = src0[i];
+        for (std::size_t s = 1; s < buffers_.size(); ++s) {
+          const float* src = buffers_[s];
+          for (std::size_t i = b; i < e; ++i) acc[i - b] += src[i];
+        }
+        if (scale != 1.0f)
+          for (std::size_t i = b; i < e; ++i) acc[i - b] *= scale;
+        for (std::size_t i = b; i < e; ++i) out[i] = acc[i - b];
+      }
+    }
+
+    int replicas_;
+    std::vector<float*> buffers_;
+    host::SpinBarrier barrier_;
+  };
+};
+
+}  // namespace lockstep

@@ -1,0 +1,66 @@
+// Softmax over each row: a parameter-free layer for predictions. Training uses
+// SparseCategoricalCrossentropy on logits instead (stable and fused), so a
+// model ending in Dense<10> is trained and Model::with_softmax predicts.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "lockstep/backend/host/launch.hpp"
+#include "lockstep/core/config.hpp"
+
+namespace lockstep {
+
+namespace kernels {
+// One row of softmax: y = exp(x - max) / sum.
+template <class T = float>
+struct SoftmaxRow {
+  const T* x;
+  T* y;
+  int width;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t row) const {
+    const T* xr = x + row * static_cast<std::size_t>(width);
+    T* yr = y + row * static_cast<std::size_t>(width);
+    T m = xr[0];
+    for (int j = 1; j < width; ++j) m = xr[j] > m ? xr[j] : m;
+    T sum = 0;
+    for (int j = 0; j < width; ++j) sum += (yr[j] = std::exp(xr[j] - m));
+    const T inv = T(1) / sum;
+    for (int j = 0; j < width; ++j) yr[j] *= inv;
+  }
+};
+// dx = y * (dy - <dy, y>) for one row.
+template <class T = float>
+struct SoftmaxBackwardRow {
+  const T* y;
+  const T* dy;
+  T* dx;
+  int width;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t row) const {
+    const std::size_t o = row * static_cast<std::size_t>(width);
+    T dot = 0;
+    for (int j = 0; j < width; ++j) dot += dy[o + j] * y[o + j];
+    for (int j = 0; j < width; ++j) dx[o + j] = y[o + j] * (dy[o + j] - dot);
+  }
+};
+}  // namespace kernels
+
+struct Softmax {
+  template <int In>
+  struct Bind {
+    static constexpr int kIn = In, kOut = In;
+    static constexpr std::size_t kParams = 0;
+    static void init(float*, std::uint64_t, std::uint64_t) {}
+    template <class T>
+    static void forward(const T*, const T* x, T* y, int rows) {
+      host::for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxRow<T>{x, y, In});
+    }
+    template <class T>
+    static void backward(const T*, const T*, const T* y, T* dy, T* dx, T*, int rows) {
+      if (!dx) return;
+      host::for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxBackwardRow<T>{y, dy, dx, In});
+    }
+  };
+};
+
+}  // namespace lockstep

@@ -1,0 +1,39 @@
+// lockstep: synchronous data-parallel training, composed at compile time.
+// This umbrella header brings every host part; <lockstep/cuda.hpp> adds CUDA.
+#pragma once
+
+#include "lockstep/core/config.hpp"
+#include "lockstep/core/error.hpp"
+#include "lockstep/core/rng.hpp"
+
+#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/host/buffer.hpp"
+#include "lockstep/backend/host/gemm.hpp"
+
+#include "lockstep/layers/activations.hpp"
+#include "lockstep/layers/dense.hpp"
+#include "lockstep/layers/input.hpp"
+#include "lockstep/layers/softmax.hpp"
+#include "lockstep/model/sequential.hpp"
+
+#include "lockstep/losses/mean_squared_error.hpp"
+#include "lockstep/losses/sparse_categorical_crossentropy.hpp"
+#include "lockstep/metrics/accuracy.hpp"
+
+#include "lockstep/optim/adam.hpp"
+#include "lockstep/optim/sgd.hpp"
+
+#include "lockstep/collective/host_all_reduce.hpp"
+#include "lockstep/collective/nccl_all_reduce.hpp"
+#include "lockstep/strategy/mirrored.hpp"
+#include "lockstep/strategy/one_device.hpp"
+
+#include "lockstep/data/csv.hpp"
+#include "lockstep/data/dataset.hpp"
+#include "lockstep/data/idx.hpp"
+#include "lockstep/data/loader.hpp"
+
+#include "lockstep/train/callbacks.hpp"
+#include "lockstep/train/logs.hpp"
+#include "lockstep/train/progress_bar.hpp"
+#include "lockstep/train/trainer.hpp"

@@ -1,0 +1,73 @@
+// Sgd with optional momentum and Nesterov momentum, in Keras' formulation:
+//   v = momentum * v - lr * g;  p += v            (plain momentum)
+//   p += momentum * v - lr * g                    (nesterov, after updating v)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/host/buffer.hpp"
+#include "lockstep/backend/host/launch.hpp"
+#include "lockstep/core/config.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep {
+
+namespace kernels {
+struct SgdStep {
+  float* p;
+  const float* g;
+  float lr;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { p[i] -= lr * g[i]; }
+};
+struct SgdMomentumStep {
+  float* p;
+  const float* g;
+  float* v;
+  float lr, momentum;
+  bool nesterov;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
+    const float vi = momentum * v[i] - lr * g[i];
+    v[i] = vi;
+    p[i] += nesterov ? momentum * vi - lr * g[i] : vi;
+  }
+};
+}  // namespace kernels
+
+struct Sgd {
+  float learning_rate;
+  float momentum;
+  bool nesterov;
+
+  explicit Sgd(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false)
+      : learning_rate(static_cast<float>(learning_rate)), momentum(static_cast<float>(momentum)), nesterov(nesterov) {
+    require(learning_rate > 0, "Sgd: learning rate ", learning_rate, ", expected > 0");
+    require(momentum >= 0 && momentum < 1, "Sgd: momentum ", momentum, ", expected in [0, 1)");
+  }
+
+  template <class Backend>
+  class State;
+};
+
+template <>
+class Sgd::State<Host> {
+ public:
+  State(const Sgd& opt, std::size_t params) : velocity_(opt.momentum > 0 ? params : 0), size_(params) {}
+  void step(const Sgd& opt, float* params, const float* grads) {
+    if (opt.momentum > 0)
+      host::for_each_index(size_, kernels::SgdMomentumStep{params, grads, velocity_.data(), opt.learning_rate,
+                                                           opt.momentum, opt.nesterov});
+    else
+      host::for_each_index(size_, kernels::SgdStep{params, grads, opt.learning_rate});
+    ++iterations_;
+  }
+  std::int64_t iterations() const { return iterations_; }
+
+ private:
+  host::AlignedBuffer<float> velocity_;
+  std::size_t size_;
+  std::int64_t iterations_ = 0;
+};
+
+}  // namespace lockstep

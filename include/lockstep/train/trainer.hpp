@@ -1,0 +1,323 @@
+// Trainer<Strategy, Optimizer, Loss, Metrics>: Keras' fit / evaluate / predict
+// for a model type, run synchronously on the strategy's replicas. Every step,
+// each replica takes its slice of the global batch, runs forward and backward
+// into its own flat gradient buffer, the collective combines the buffers, and
+// each replica applies the same update to its own mirror of the parameters.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/host/buffer.hpp"
+#include "lockstep/backend/host/gemm.hpp"
+#include "lockstep/backend/host/replica_pool.hpp"
+#include "lockstep/core/error.hpp"
+#include "lockstep/data/dataset.hpp"
+#include "lockstep/data/loader.hpp"
+#include "lockstep/losses/sparse_categorical_crossentropy.hpp"
+#include "lockstep/metrics/accuracy.hpp"
+#include "lockstep/model/sequential.hpp"
+#include "lockstep/optim/optimizer.hpp"
+#include "lockstep/strategy/strategy.hpp"
+#include "lockstep/train/callbacks.hpp"
+#include "lockstep/train/logs.hpp"
+#include "lockstep/train/progress_bar.hpp"
+
+namespace lockstep {
+
+// Options of fit, Keras' names. batch_size is the global batch, split over replicas.
+template <class Label>
+struct BasicFitOptions {
+  int epochs = 1;
+  std::size_t batch_size = 32;
+  bool shuffle = true;
+  bool drop_remainder = false;
+  std::uint64_t seed = 0;  // the shuffle's seed
+  bool verbose = true;     // show a ProgressBar on stdout
+  const BasicDataset<Label>* validation_data = nullptr;
+};
+using FitOptions = BasicFitOptions<std::int32_t>;
+
+template <class Strategy, class Optimizer, class Loss = SparseCategoricalCrossentropy,
+          class MetricList = Metrics<Accuracy>>
+class Trainer;
+
+template <class Strategy, class Optimizer, class Loss, class... Metric>
+class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
+  static_assert(detail::is_strategy<Strategy>,
+                "Trainer<Strategy, Optimizer>: the first argument must be a strategy, such as "
+                "MirroredPolicy<HostAllReduce> or OneDevicePolicy.");
+  static_assert(detail::is_optimizer<Optimizer>,
+                "Trainer<Strategy, Optimizer>: the second argument must be an optimizer, such as Adam or Sgd.");
+
+ public:
+  using strategy_type = Strategy;
+  using optimizer_type = Optimizer;
+  using backend = typename Strategy::backend;
+  using collective = typename Strategy::collective;
+  using label_type = typename Loss::label_type;
+  using data_type = BasicDataset<label_type>;
+  using fit_options = BasicFitOptions<label_type>;
+  static constexpr std::size_t kMetrics = sizeof...(Metric);
+
+  static_assert(std::is_same_v<backend, Host>,
+                "This strategy's collective runs on the CUDA backend: include <lockstep/cuda.hpp> and compile with "
+                "nvcc, or train on CPU replicas with MirroredPolicy<HostAllReduce>.");
+
+  explicit Trainer(Strategy strategy = Strategy{}, Optimizer optimizer = Optimizer{})
+      : strategy_(strategy), optimizer_(optimizer), pool_(strategy.replicas()), group_(strategy.replicas()) {
+    // Replicas are threads already: each GEMM gets the cores left per replica.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    host::set_blas_threads(std::max(1, cores / strategy.replicas()));
+  }
+
+  int replicas() const { return pool_.size(); }
+  const Strategy& strategy() const { return strategy_; }
+  const Optimizer& optimizer() const { return optimizer_; }
+  Optimizer& optimizer() { return optimizer_; }
+
+  // Trains `model` in place; its parameters are mirrored to every replica at
+  // the start and hold the trained values at the end. Optimizer state carries
+  // over between fit calls on the same model type.
+  template <class Model, class... Callbacks>
+  History fit(Model& model, const data_type& train, const fit_options& options, Callbacks&&... callbacks) {
+    static_assert(detail::is_model<Model>::value, "fit: the first argument must be a model such as Sequential<...>.");
+    check_data(model, train, "fit");
+    require(options.epochs >= 0, "fit: epochs ", options.epochs, ", expected at least 0");
+    if (options.validation_data) check_data(model, *options.validation_data, "fit (validation_data)");
+    Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, options.seed);
+
+    const int n = replicas();
+    RunState<Model>& run = run_state<Model>(Loader::slice_capacity(options.batch_size, n), train.label_width());
+    pool_.run([&](int r) { std::copy(model.parameters().begin(), model.parameters().end(), run.replicas[r]->params.data()); });
+
+    TrainInfo info{options.epochs, loader.steps(), options.batch_size, train.size(), n};
+    Logs logs = make_logs(options.validation_data != nullptr);
+    History history;
+    ProgressBar bar;
+    auto with_bar = [&](auto&& f) {
+      if (options.verbose)
+        f(bar, callbacks...);
+      else
+        f(callbacks...);
+    };
+    with_bar([&](auto&... cb) { detail::train_begin(info, cb...); });
+
+    const std::function<void()> abort = [this] { group_.abort(); };
+    for (int epoch = 0; epoch < options.epochs; ++epoch) {
+      loader.begin_epoch(static_cast<std::uint64_t>(epoch));
+      with_bar([&](auto&... cb) { detail::epoch_begin(epoch, info, cb...); });
+      double loss_sum = 0, metric_sums[kMetrics + 1] = {}, seen = 0;
+      for (std::size_t step = 0; step < loader.steps(); ++step) {
+        const auto [indices, count] = loader.batch(step);
+        const std::function<void(int)> job = [&, indices = indices, count = count](int r) {
+          train_step(*run.replicas[r], r, train, indices, count);
+        };
+        pool_.run(job, abort);
+        for (int r = 0; r < n; ++r) {
+          loss_sum += run.replicas[r]->loss_sum;
+          for (std::size_t m = 0; m < kMetrics; ++m) metric_sums[m] += run.replicas[r]->metric_sums[m];
+        }
+        seen += static_cast<double>(count);
+        logs.set(0, loss_sum / seen);
+        for (std::size_t m = 0; m < kMetrics; ++m) logs.set(1 + m, metric_sums[m] / seen);
+        with_bar([&](auto&... cb) { detail::batch_end(step, logs, cb...); });
+      }
+      if (options.validation_data) {
+        const auto val = evaluate_on<Model>(*options.validation_data, options.batch_size,
+                                            [&](int r) -> const float* { return run.replicas[r]->params.data(); });
+        for (std::size_t i = 0; i < val.size(); ++i) logs.set(1 + kMetrics + i, val[i]);
+      }
+      history.record(logs);
+      bool stop = false;
+      with_bar([&](auto&... cb) { stop = detail::epoch_end(epoch, logs, cb...); });
+      if (stop) break;
+    }
+    std::copy(run.replicas[0]->params.data(), run.replicas[0]->params.data() + Model::kParams,
+              model.parameters().begin());
+    with_bar([&](auto&... cb) { detail::train_end(logs, cb...); });
+    return history;
+  }
+
+  // Loss and metrics of `model` on `data`: {"loss": ..., "accuracy": ...}.
+  template <class Model>
+  Logs evaluate(const Model& model, const data_type& data, std::size_t batch_size = 128) {
+    check_data(model, data, "evaluate");
+    const auto values = evaluate_on<Model>(data, batch_size, [&](int) { return model.parameters().data(); });
+    Logs logs = make_logs(false);
+    for (std::size_t i = 0; i < values.size(); ++i) logs.set(i, values[i]);
+    return logs;
+  }
+
+  // The model's outputs (samples, Model::kOutputs) for every sample of `data`.
+  template <class Model>
+  std::vector<float> predict(const Model& model, const data_type& data, std::size_t batch_size = 128) {
+    require(static_cast<int>(data.feature_count()) == Model::kInputs, "predict: the data has ", data.feature_count(),
+            " features per sample, the model's Input expects ", Model::kInputs);
+    require(batch_size >= 1, "predict: batch size 0, expected at least 1");
+    std::vector<float> out(data.size() * Model::kOutputs);
+    const int n = replicas();
+    const std::size_t capacity = Loader::slice_capacity(batch_size, n);
+    const std::function<void(int)> job = [&](int r) {
+      typename Model::Workspace ws(static_cast<int>(capacity));
+      for (std::size_t first = 0; first < data.size(); first += batch_size) {
+        const std::size_t count = std::min(batch_size, data.size() - first);
+        const auto [lo, hi] = Loader::replica_slice(count, r, n);
+        const int rows = static_cast<int>(hi - lo);
+        const float* y = Model::forward(model.parameters().data(), data.features(first + lo), rows, ws);
+        std::copy(y, y + static_cast<std::size_t>(rows) * Model::kOutputs, out.begin() + static_cast<std::ptrdiff_t>((first + lo) * Model::kOutputs));
+      }
+    };
+    pool_.run(job);
+    return out;
+  }
+
+ private:
+  template <class Model>
+  struct Replica {
+    Replica(const Optimizer& opt, std::size_t capacity, std::size_t label_width)
+        : params(Model::kParams),
+          grads(Model::kParams),
+          opt_state(opt, Model::kParams),
+          ws(static_cast<int>(capacity)),
+          x(capacity * Model::kInputs),
+          labels(capacity * label_width),
+          row_loss(capacity) {}
+    host::AlignedBuffer<float> params, grads;
+    typename Optimizer::template State<Host> opt_state;
+    typename Model::Workspace ws;
+    host::AlignedBuffer<float> x;
+    std::vector<label_type> labels;
+    host::AlignedBuffer<float> row_loss;
+    double loss_sum = 0;
+    double metric_sums[kMetrics + 1] = {};
+  };
+  template <class Model>
+  struct RunState {
+    std::size_t capacity = 0, label_width = 0;
+    std::vector<std::unique_ptr<Replica<Model>>> replicas;
+  };
+  template <class Model>
+  static const void* run_state_tag() {
+    static const char tag = 0;
+    return &tag;
+  }
+
+  // The replicas' state for Model, kept across fit calls (Adam's moments
+  // carry over, as in Keras); rebuilt when the model type or sizes change.
+  template <class Model>
+  RunState<Model>& run_state(std::size_t capacity, std::size_t label_width) {
+    if (run_state_type_ != run_state_tag<Model>()) {
+      run_state_ = std::make_shared<RunState<Model>>();
+      run_state_type_ = run_state_tag<Model>();
+    }
+    auto& run = *static_cast<RunState<Model>*>(run_state_.get());
+    if (run.capacity != capacity || run.label_width != label_width) {
+      run.replicas.resize(static_cast<std::size_t>(replicas()));
+      // Each replica allocates its own memory on its own thread (first touch).
+      pool_.run([&](int r) {
+        run.replicas[r] = std::make_unique<Replica<Model>>(optimizer_, capacity, label_width);
+      });
+      run.capacity = capacity;
+      run.label_width = label_width;
+    }
+    return run;
+  }
+
+  template <class Model>
+  void check_data(const Model&, const data_type& data, const char* where) const {
+    require(!data.empty(), where, ": the data set is empty, expected at least 1 sample");
+    require(static_cast<int>(data.feature_count()) == Model::kInputs, where, ": the data has ", data.feature_count(),
+            " features per sample, the model's Input expects ", Model::kInputs);
+    Loss::check_labels(data.label_data().data(), data.size() * data.label_width(), data.label_width(),
+                       Model::kOutputs);
+  }
+
+  Logs make_logs(bool with_validation) const {
+    Logs logs;
+    logs.add("loss");
+    (logs.add(Metric::kName), ...);
+    if (with_validation) {
+      logs.add("val_loss");
+      (logs.add(std::string("val_") + Metric::kName), ...);
+    }
+    return logs;
+  }
+
+  // Loss and metric sums of one replica's rows, with the output gradient
+  // (scaled by `scale`) when `grad` is not null.
+  template <class Model>
+  static void loss_and_metrics(const float* out, const label_type* labels, int rows, float scale, float* row_loss,
+                               float* grad, double& loss_sum, double* metric_sums) {
+    Loss::template forward_backward<Model::kOutputs>(out, labels, rows, scale, row_loss, grad);
+    double s = 0;
+    for (int i = 0; i < rows; ++i) s += row_loss[i];
+    loss_sum = s;
+    std::size_t m = 0;
+    ((metric_sums[m++] = Metric::template sum<Model::kOutputs>(out, labels, rows)), ...);
+  }
+
+  // One synchronous step on replica r.
+  template <class Model>
+  void train_step(Replica<Model>& rep, int r, const data_type& data, const std::uint32_t* indices,
+                  std::size_t count) {
+    const auto [lo, hi] = Loader::replica_slice(count, r, replicas());
+    const int rows = static_cast<int>(hi - lo);
+    gather(data, indices + lo, hi - lo, rep.x.data(), rep.labels.data());
+    const float* out = Model::forward(rep.params.data(), rep.x.data(), rows, rep.ws);
+    // Weighting by the global count makes the summed gradients the mean over
+    // the real samples of the batch, whatever the slices' sizes.
+    loss_and_metrics<Model>(out, rep.labels.data(), rows, 1.0f / static_cast<float>(count), rep.row_loss.data(),
+                            rep.ws.output_grad(), rep.loss_sum, rep.metric_sums);
+    Model::backward(rep.params.data(), rep.x.data(), rows, rep.ws, rep.grads.data());
+    group_.all_reduce(r, rep.grads.data(), Model::kParams, ReduceOp::kSum);
+    rep.opt_state.step(optimizer_, rep.params.data(), rep.grads.data());
+  }
+
+  // Mean loss and metrics over `data`, each replica using params_of(r).
+  template <class Model, class ParamsOf>
+  std::vector<double> evaluate_on(const data_type& data, std::size_t batch_size, ParamsOf params_of) {
+    require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
+    const int n = replicas();
+    const std::size_t capacity = Loader::slice_capacity(batch_size, n);
+    std::vector<double> sums(static_cast<std::size_t>(n) * (kMetrics + 1), 0.0);
+    const std::function<void(int)> job = [&](int r) {
+      typename Model::Workspace ws(static_cast<int>(capacity));
+      host::AlignedBuffer<float> row_loss(capacity);
+      const float* params = params_of(r);
+      double* mine = sums.data() + static_cast<std::size_t>(r) * (kMetrics + 1);
+      for (std::size_t first = 0; first < data.size(); first += batch_size) {
+        const std::size_t count = std::min(batch_size, data.size() - first);
+        const auto [lo, hi] = Loader::replica_slice(count, r, n);
+        const int rows = static_cast<int>(hi - lo);
+        const float* out = Model::forward(params, data.features(first + lo), rows, ws);
+        double loss = 0, metrics[kMetrics + 1] = {};
+        loss_and_metrics<Model>(out, data.labels(first + lo), rows, 1.0f, row_loss.data(), nullptr, loss, metrics);
+        mine[0] += loss;
+        for (std::size_t m = 0; m < kMetrics; ++m) mine[1 + m] += metrics[m];
+      }
+    };
+    pool_.run(job);
+    std::vector<double> out(kMetrics + 1, 0.0);
+    for (int r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] += sums[static_cast<std::size_t>(r) * (kMetrics + 1) + i];
+    for (auto& v : out) v /= static_cast<double>(data.size());
+    return out;
+  }
+
+  Strategy strategy_;
+  Optimizer optimizer_;
+  host::ReplicaPool pool_;
+  typename collective::Group group_;
+  std::shared_ptr<void> run_state_;
+  const void* run_state_type_ = nullptr;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,106 @@
+// Backward of every layer and loss against central finite differences, in
+// double precision, through whole models so that the input gradients that
+// flow between layers are checked too.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/lockstep.hpp"
+
+namespace {
+using namespace lockstep;
+
+template <class Model, class Loss, class Label>
+void check_gradients(const std::vector<Label>& labels, int rows) {
+  std::vector<float> init(Model::kParams);
+  Model::initialize(init.data(), 5);
+  std::vector<double> params(init.begin(), init.end());
+  for (std::size_t i = 0; i < params.size(); ++i)  // non-zero biases too
+    params[i] += 0.1 * (Philox4x32::uniform(9, 0, i) - 0.5);
+  std::vector<double> x(static_cast<std::size_t>(rows) * Model::kInputs);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 2.0 * Philox4x32::uniform(11, 0, i) - 1.0;
+  const double scale = 1.0 / rows;
+
+  typename Model::template BasicWorkspace<double> ws(rows);
+  std::vector<double> row_loss(static_cast<std::size_t>(rows));
+  auto loss_of = [&](const std::vector<double>& p) {
+    const double* out = Model::forward(p.data(), x.data(), rows, ws);
+    Loss::template forward_backward<Model::kOutputs>(out, labels.data(), rows, scale, row_loss.data(),
+                                                     static_cast<double*>(nullptr));
+    double s = 0;
+    for (double l : row_loss) s += l * scale;
+    return s;
+  };
+
+  std::vector<double> grads(Model::kParams);
+  const double* out = Model::forward(params.data(), x.data(), rows, ws);
+  Loss::template forward_backward<Model::kOutputs>(out, labels.data(), rows, scale, row_loss.data(), ws.output_grad());
+  std::size_t ready = 0;
+  Model::backward(params.data(), x.data(), rows, ws, grads.data(), [&](std::size_t, std::size_t n) { ready += n; });
+  CHECK(ready == Model::kParams);  // every layer reported its gradient once
+
+  double worst = 0;
+  const double h = 1e-6;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto p = params;
+    p[i] += h;
+    const double up = loss_of(p);
+    p[i] -= 2 * h;
+    const double down = loss_of(p);
+    const double numeric = (up - down) / (2 * h);
+    worst = std::max(worst, std::abs(numeric - grads[i]) / std::max(1.0, std::abs(numeric)));
+  }
+  CHECK(worst < 1e-6);
+}
+}  // namespace
+
+TEST_CASE("Dense - Relu - Tanh - Sigmoid layers with SparseCategoricalCrossentropy") {
+  using Model = Sequential<Input<5>, Dense<4, Relu>, Dense<6, Tanh>, Sigmoid, Dense<4, Linear>, Relu, Dense<3>>;
+  check_gradients<Model, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 2, 1, 2, 0, 1, 1}, 7);
+}
+
+TEST_CASE("Dense and Softmax layers with MeanSquaredError") {
+  using Model = Sequential<Input<3>, Dense<5, Sigmoid>, Dense<4>, Softmax>;
+  std::vector<float> targets(6 * 4);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = Philox4x32::uniform(3, 0, i);
+  check_gradients<Model, MeanSquaredError>(targets, 6);
+}
+
+TEST_CASE("compile-time shapes and the flat parameter layout") {
+  using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
+  static_assert(Model::kInputs == 784 && Model::kOutputs == 10);
+  static_assert(Model::kParams == 784 * 256 + 256 + 256 * 10 + 10);
+  static_assert(Model::kOffsets[1] == 784 * 256 + 256);
+  static_assert(Model::layer<1>::kIn == 256);
+  static_assert(Model::with_softmax::kParams == Model::kParams);
+  static_assert(std::is_same_v<MirroredPolicy<NcclAllReduce>::backend, Cuda>);
+  using NcclTrainer = Trainer<MirroredPolicy<NcclAllReduce>, Adam>;  // names a valid type in a host build
+  static_assert(sizeof(NcclTrainer*) == sizeof(void*));
+  CHECK(Model::kTrainFlopsPerSample == doctest::Approx(6.0 * (784 * 256 + 256 * 10)));
+}
+
+TEST_CASE("Glorot-uniform initialisation: bounds - zero bias - seed only") {
+  using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
+  const Model a{3}, b{3}, c{4};
+  CHECK(a.parameters() == b.parameters());
+  CHECK(a.parameters() != c.parameters());
+  const double limit = std::sqrt(6.0 / (784 + 256));
+  double sum_sq = 0;
+  for (std::size_t i = 0; i < 784 * 256; ++i) {
+    CHECK(std::abs(a.parameters()[i]) <= limit);
+    sum_sq += double(a.parameters()[i]) * a.parameters()[i];
+  }
+  CHECK(sum_sq / (784 * 256) == doctest::Approx(limit * limit / 3).epsilon(0.02));  // variance of U(-l, l)
+  for (std::size_t i = 784 * 256; i < 784 * 256 + 256; ++i) CHECK(a.parameters()[i] == 0.0f);
+}
+
+TEST_CASE("a workspace smaller than the rows is an error - not an overrun") {
+  using Model = Sequential<Input<2>, Dense<2>>;
+  Model model{0};
+  Model::Workspace ws(1);
+  const float x[4] = {1, 2, 3, 4};
+  CHECK_THROWS_WITH_AS(Model::forward(model.parameters().data(), x, 2, ws),
+                       doctest::Contains("2 rows, the workspace holds 1"), lockstep::Error);
+}

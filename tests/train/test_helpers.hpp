@@ -1,0 +1,33 @@
+// Small synthetic data sets for the trainer tests.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep::testing {
+
+// `samples` points of `features` uniform values whose class is the index of
+// the largest of the first `classes` features: learnable, deterministic.
+inline Dataset argmax_dataset(std::size_t samples, std::size_t features, int classes, std::uint64_t seed) {
+  std::vector<float> x(samples * features);
+  std::vector<std::int32_t> y(samples);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = Philox4x32::uniform(seed, rng_stream::kData, i);
+  for (std::size_t s = 0; s < samples; ++s) {
+    int best = 0;
+    for (int j = 1; j < classes; ++j)
+      if (x[s * features + static_cast<std::size_t>(j)] > x[s * features + static_cast<std::size_t>(best)]) best = j;
+    y[s] = best;
+  }
+  return Dataset(std::move(x), features, std::move(y));
+}
+
+inline double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0.0 : 1e30;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  return worst;
+}
+
+}  // namespace lockstep::testing

@@ -1,0 +1,55 @@
+// Synchronous semantics: N replicas on the same global batches give the same
+// weights as one replica, including a last batch smaller than N.
+#include <doctest/doctest.h>
+
+#include "test_helpers.hpp"
+
+using namespace lockstep;
+
+namespace {
+using Model = Sequential<Input<6>, Dense<5, Relu>, Dense<3>>;
+
+template <class Optimizer>
+std::vector<float> train_three_steps(int replicas, const Optimizer& opt) {
+  // 18 samples at batch 8: steps of 8, 8 and 2 samples; with 3 or 4 replicas
+  // the last step leaves some replicas with no rows at all.
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  Model model{11};
+  Trainer<MirroredPolicy<HostAllReduce>, Optimizer> trainer{MirroredPolicy<HostAllReduce>{replicas}, opt};
+  FitOptions options;
+  options.batch_size = 8;
+  options.epochs = 1;
+  options.verbose = false;
+  const History h = trainer.fit(model, data, options);
+  REQUIRE(h["loss"].size() == 1);
+  return model.parameters();
+}
+}  // namespace
+
+TEST_CASE("1 - 2 - 3 and 4 replicas give the same weights after 3 steps (Adam)") {
+  const auto one = train_three_steps(1, Adam{0.01});
+  CHECK(one != Model{11}.parameters());  // training moved the weights
+  for (int n = 2; n <= 4; ++n) {
+    CAPTURE(n);
+    CHECK(testing::max_abs_difference(one, train_three_steps(n, Adam{0.01})) <= 1e-5);
+  }
+}
+
+TEST_CASE("1 and 3 replicas give the same weights after 3 steps (Sgd - nesterov)") {
+  const Sgd opt(0.1, 0.9, true);
+  CHECK(testing::max_abs_difference(train_three_steps(1, opt), train_three_steps(3, opt)) <= 1e-5);
+}
+
+TEST_CASE("OneDevicePolicy equals MirroredPolicy with one replica - bit for bit") {
+  const Dataset data = testing::argmax_dataset(40, 6, 3, 2);
+  FitOptions options;
+  options.batch_size = 16;
+  options.epochs = 2;
+  options.verbose = false;
+  Model a{3}, b{3};
+  Trainer<OneDevicePolicy, Adam> one;
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> mirrored{MirroredPolicy<HostAllReduce>{1}};
+  one.fit(a, data, options);
+  mirrored.fit(b, data, options);
+  CHECK(a.parameters() == b.parameters());
+}
