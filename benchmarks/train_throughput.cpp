@@ -1,11 +1,13 @@
 // Training throughput of the Fashion-MNIST model (784-256-10, Adam) on
 // synthetic data of the same shape: samples/s and ms per synchronous step.
 // usage: train_throughput [--replicas N] [--batch-size B] [--steps S]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <lockstep/lockstep.hpp>
 

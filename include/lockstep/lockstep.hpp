@@ -1,5 +1,5 @@
 // lockstep: synchronous data-parallel training, composed at compile time.
-// This umbrella header brings every host part; <lockstep/cuda.hpp> adds CUDA.
+// This umbrella header brings every host part (the CUDA backend is planned).
 #pragma once
 
 #include "lockstep/core/config.hpp"

@@ -1,6 +1,6 @@
 // NcclAllReduce: the CUDA replicas' all-reduce through NCCL. Declared here so
 // that Trainer<MirroredPolicy<NcclAllReduce>, Adam> names a valid type in every
-// build; its Group lives in backend/cuda/ and comes with <lockstep/cuda.hpp>.
+// build; its Group will come with the CUDA backend (not built yet).
 #pragma once
 
 #include "lockstep/backend/backends.hpp"

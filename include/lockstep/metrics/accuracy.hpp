@@ -10,6 +10,7 @@ namespace lockstep {
 // Fraction of samples whose largest output is at the label (Keras'
 // "accuracy" for sparse labels).
 struct Accuracy {
+  using label_type = std::int32_t;
   static constexpr const char* kName = "accuracy";
   template <int Classes>
   static double sum(const float* outputs, const std::int32_t* labels, int rows) {

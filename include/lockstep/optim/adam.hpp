@@ -60,7 +60,9 @@ struct Adam {
   }
 
   template <class Backend>
-  class State;
+  class State {
+    static_assert(dependent_false<Backend>, "Adam has no state for this backend yet: train with a Host strategy.");
+  };
 };
 
 template <>

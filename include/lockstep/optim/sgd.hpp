@@ -47,7 +47,9 @@ struct Sgd {
   }
 
   template <class Backend>
-  class State;
+  class State {
+    static_assert(dependent_false<Backend>, "Sgd has no state for this backend yet: train with a Host strategy.");
+  };
 };
 
 template <>
@@ -55,11 +57,13 @@ class Sgd::State<Host> {
  public:
   State(const Sgd& opt, std::size_t params) : velocity_(opt.momentum > 0 ? params : 0), size_(params) {}
   void step(const Sgd& opt, float* params, const float* grads) {
-    if (opt.momentum > 0)
+    if (opt.momentum > 0) {
+      if (velocity_.size() != size_) velocity_.resize(size_);  // momentum switched on between fits
       host::for_each_index(size_, kernels::SgdMomentumStep{params, grads, velocity_.data(), opt.learning_rate,
                                                            opt.momentum, opt.nesterov});
-    else
+    } else {
       host::for_each_index(size_, kernels::SgdStep{params, grads, opt.learning_rate});
+    }
     ++iterations_;
   }
   std::int64_t iterations() const { return iterations_; }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -68,11 +69,15 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   static constexpr std::size_t kMetrics = sizeof...(Metric);
 
   static_assert(std::is_same_v<backend, Host>,
-                "This strategy's collective runs on the CUDA backend: include <lockstep/cuda.hpp> and compile with "
-                "nvcc, or train on CPU replicas with MirroredPolicy<HostAllReduce>.");
+                "This strategy's collective runs on the CUDA backend, which lockstep does not provide yet: train on "
+                "CPU replicas with MirroredPolicy<HostAllReduce>.");
+  static_assert((std::is_same_v<typename Metric::label_type, label_type> && ...),
+                "Trainer<Strategy, Optimizer, Loss, Metrics<...>>: a metric needs other labels than the loss gives "
+                "(Accuracy needs class indices); with MeanSquaredError write Metrics<>.");
 
   explicit Trainer(Strategy strategy = Strategy{}, Optimizer optimizer = Optimizer{})
-      : strategy_(strategy), optimizer_(optimizer), pool_(strategy.replicas()), group_(strategy.replicas()) {
+      : strategy_(strategy), optimizer_(optimizer), pool_(strategy.replicas()) {
+    group_.emplace(strategy.replicas());
     // Replicas are threads already: each GEMM gets the cores left per replica.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     host::set_blas_threads(std::max(1, cores / strategy.replicas()));
@@ -95,11 +100,12 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, options.seed);
 
     const int n = replicas();
-    RunState<Model>& run = run_state<Model>(Loader::slice_capacity(options.batch_size, n), train.label_width());
+    RunState<Model>& run = run_state(model, Loader::slice_capacity(options.batch_size, n), train.label_width());
     pool_.run([&](int r) { std::copy(model.parameters().begin(), model.parameters().end(), run.replicas[r]->params.data()); });
 
     TrainInfo info{options.epochs, loader.steps(), options.batch_size, train.size(), n};
-    Logs logs = make_logs(options.validation_data != nullptr);
+    Logs logs = make_logs(false);  // what each step reports
+    Logs epoch_logs = make_logs(options.validation_data != nullptr);
     History history;
     ProgressBar bar;
     auto with_bar = [&](auto&& f) {
@@ -110,7 +116,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     };
     with_bar([&](auto&... cb) { detail::train_begin(info, cb...); });
 
-    const std::function<void()> abort = [this] { group_.abort(); };
+    const std::function<void()> abort = [this] { group_->abort(); };
     for (int epoch = 0; epoch < options.epochs; ++epoch) {
       loader.begin_epoch(static_cast<std::uint64_t>(epoch));
       with_bar([&](auto&... cb) { detail::epoch_begin(epoch, info, cb...); });
@@ -120,7 +126,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
         const std::function<void(int)> job = [&, indices = indices, count = count](int r) {
           train_step(*run.replicas[r], r, train, indices, count);
         };
-        pool_.run(job, abort);
+        run_replicas(job, abort);
         for (int r = 0; r < n; ++r) {
           loss_sum += run.replicas[r]->loss_sum;
           for (std::size_t m = 0; m < kMetrics; ++m) metric_sums[m] += run.replicas[r]->metric_sums[m];
@@ -130,19 +136,20 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
         for (std::size_t m = 0; m < kMetrics; ++m) logs.set(1 + m, metric_sums[m] / seen);
         with_bar([&](auto&... cb) { detail::batch_end(step, logs, cb...); });
       }
+      for (std::size_t i = 0; i < logs.size(); ++i) epoch_logs.set(i, logs.value(i));
       if (options.validation_data) {
         const auto val = evaluate_on<Model>(*options.validation_data, options.batch_size,
                                             [&](int r) -> const float* { return run.replicas[r]->params.data(); });
-        for (std::size_t i = 0; i < val.size(); ++i) logs.set(1 + kMetrics + i, val[i]);
+        for (std::size_t i = 0; i < val.size(); ++i) epoch_logs.set(1 + kMetrics + i, val[i]);
       }
-      history.record(logs);
+      history.record(epoch_logs);
       bool stop = false;
-      with_bar([&](auto&... cb) { stop = detail::epoch_end(epoch, logs, cb...); });
+      with_bar([&](auto&... cb) { stop = detail::epoch_end(epoch, epoch_logs, cb...); });
       if (stop) break;
     }
     std::copy(run.replicas[0]->params.data(), run.replicas[0]->params.data() + Model::kParams,
               model.parameters().begin());
-    with_bar([&](auto&... cb) { detail::train_end(logs, cb...); });
+    with_bar([&](auto&... cb) { detail::train_end(epoch_logs, cb...); });
     return history;
   }
 
@@ -161,17 +168,27 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   std::vector<float> predict(const Model& model, const data_type& data, std::size_t batch_size = 128) {
     require(static_cast<int>(data.feature_count()) == Model::kInputs, "predict: the data has ", data.feature_count(),
             " features per sample, the model's Input expects ", Model::kInputs);
+    return predict(model, data.feature_data(), batch_size);
+  }
+
+  // The same for features alone: (samples, Model::kInputs) values, row-major.
+  template <class Model>
+  std::vector<float> predict(const Model& model, const std::vector<float>& features, std::size_t batch_size = 128) {
+    require(features.size() % Model::kInputs == 0, "predict: ", features.size(),
+            " feature values are not a whole number of samples of ", Model::kInputs);
     require(batch_size >= 1, "predict: batch size 0, expected at least 1");
-    std::vector<float> out(data.size() * Model::kOutputs);
+    const std::size_t samples = features.size() / Model::kInputs;
+    std::vector<float> out(samples * Model::kOutputs);
     const int n = replicas();
     const std::size_t capacity = Loader::slice_capacity(batch_size, n);
     const std::function<void(int)> job = [&](int r) {
       typename Model::Workspace ws(static_cast<int>(capacity));
-      for (std::size_t first = 0; first < data.size(); first += batch_size) {
-        const std::size_t count = std::min(batch_size, data.size() - first);
+      for (std::size_t first = 0; first < samples; first += batch_size) {
+        const std::size_t count = std::min(batch_size, samples - first);
         const auto [lo, hi] = Loader::replica_slice(count, r, n);
         const int rows = static_cast<int>(hi - lo);
-        const float* y = Model::forward(model.parameters().data(), data.features(first + lo), rows, ws);
+        const float* x = features.data() + (first + lo) * Model::kInputs;
+        const float* y = Model::forward(model.parameters().data(), x, rows, ws);
         std::copy(y, y + static_cast<std::size_t>(rows) * Model::kOutputs, out.begin() + static_cast<std::ptrdiff_t>((first + lo) * Model::kOutputs));
       }
     };
@@ -182,14 +199,14 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
  private:
   template <class Model>
   struct Replica {
-    Replica(const Optimizer& opt, std::size_t capacity, std::size_t label_width)
-        : params(Model::kParams),
-          grads(Model::kParams),
-          opt_state(opt, Model::kParams),
-          ws(static_cast<int>(capacity)),
-          x(capacity * Model::kInputs),
-          labels(capacity * label_width),
-          row_loss(capacity) {}
+    explicit Replica(const Optimizer& opt) : params(Model::kParams), grads(Model::kParams), opt_state(opt, Model::kParams) {}
+    // Step buffers follow the batch size; parameters and optimizer slots stay.
+    void resize(std::size_t capacity, std::size_t label_width) {
+      ws = typename Model::Workspace(static_cast<int>(capacity));
+      x.resize(capacity * Model::kInputs);
+      labels.assign(capacity * label_width, label_type{});
+      row_loss.resize(capacity);
+    }
     host::AlignedBuffer<float> params, grads;
     typename Optimizer::template State<Host> opt_state;
     typename Model::Workspace ws;
@@ -201,6 +218,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   };
   template <class Model>
   struct RunState {
+    const Model* model = nullptr;
     std::size_t capacity = 0, label_width = 0;
     std::vector<std::unique_ptr<Replica<Model>>> replicas;
   };
@@ -210,25 +228,37 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     return &tag;
   }
 
-  // The replicas' state for Model, kept across fit calls (Adam's moments
-  // carry over, as in Keras); rebuilt when the model type or sizes change.
+  // The replicas' state for `model`, kept across fit calls on the same model
+  // object (Adam's moments carry over, as in Keras); a new model starts fresh.
   template <class Model>
-  RunState<Model>& run_state(std::size_t capacity, std::size_t label_width) {
-    if (run_state_type_ != run_state_tag<Model>()) {
-      run_state_ = std::make_shared<RunState<Model>>();
+  RunState<Model>& run_state(const Model& model, std::size_t capacity, std::size_t label_width) {
+    if (run_state_type_ != run_state_tag<Model>() || static_cast<RunState<Model>*>(run_state_.get())->model != &model) {
+      auto fresh = std::make_shared<RunState<Model>>();
+      fresh->model = &model;
+      fresh->replicas.resize(static_cast<std::size_t>(replicas()));
+      // Each replica allocates its own memory on its own thread (first touch).
+      pool_.run([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_); });
+      run_state_ = std::move(fresh);
       run_state_type_ = run_state_tag<Model>();
     }
     auto& run = *static_cast<RunState<Model>*>(run_state_.get());
     if (run.capacity != capacity || run.label_width != label_width) {
-      run.replicas.resize(static_cast<std::size_t>(replicas()));
-      // Each replica allocates its own memory on its own thread (first touch).
-      pool_.run([&](int r) {
-        run.replicas[r] = std::make_unique<Replica<Model>>(optimizer_, capacity, label_width);
-      });
+      pool_.run([&](int r) { run.replicas[r]->resize(capacity, label_width); });
       run.capacity = capacity;
       run.label_width = label_width;
     }
     return run;
+  }
+
+  // Runs a step on every replica. After a failure the collective is made anew,
+  // so the trainer stays usable once the caller has handled the error.
+  void run_replicas(const std::function<void(int)>& job, const std::function<void()>& on_failure) {
+    try {
+      pool_.run(job, on_failure);
+    } catch (...) {
+      group_.emplace(replicas());
+      throw;
+    }
   }
 
   template <class Model>
@@ -277,7 +307,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     loss_and_metrics<Model>(out, rep.labels.data(), rows, 1.0f / static_cast<float>(count), rep.row_loss.data(),
                             rep.ws.output_grad(), rep.loss_sum, rep.metric_sums);
     Model::backward(rep.params.data(), rep.x.data(), rows, rep.ws, rep.grads.data());
-    group_.all_reduce(r, rep.grads.data(), Model::kParams, ReduceOp::kSum);
+    group_->all_reduce(r, rep.grads.data(), Model::kParams, ReduceOp::kSum);
     rep.opt_state.step(optimizer_, rep.params.data(), rep.grads.data());
   }
 
@@ -315,7 +345,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Strategy strategy_;
   Optimizer optimizer_;
   host::ReplicaPool pool_;
-  typename collective::Group group_;
+  std::optional<typename collective::Group> group_;
   std::shared_ptr<void> run_state_;
   const void* run_state_type_ = nullptr;
 };

@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# Installs the Debian packages that lockstep's build, tests and demo need,
+# and only those that are missing. Sourced by scripts/test.sh and
+# scripts/demo.sh; run on its own (bash scripts/lib/ensure-packages.sh) it
+# does the same check and install.
+
+LOCKSTEP_PACKAGES=(cmake g++ make doctest-dev zlib1g-dev libopenblas-dev dataset-fashion-mnist)
+
+lockstep_ensure_packages() {
+  if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: dpkg/apt-get not found; these scripts install packages on Debian." >&2
+    echo "       elsewhere, install the equivalents of: ${LOCKSTEP_PACKAGES[*]}" >&2
+    return 1
+  fi
+
+  local pkg
+  local missing=()
+  for pkg in "${LOCKSTEP_PACKAGES[@]}"; do
+    if ! dpkg -s "$pkg" >/dev/null 2>&1; then
+      missing+=("$pkg")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    echo "all packages present: ${LOCKSTEP_PACKAGES[*]}"
+    return 0
+  fi
+
+  local as_root=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+      as_root=(sudo)
+    else
+      echo "error: missing packages: ${missing[*]}" >&2
+      echo "       not running as root and sudo is not available; install them as root:" >&2
+      echo "       apt-get install --no-install-recommends ${missing[*]}" >&2
+      return 1
+    fi
+  fi
+
+  echo "installing missing packages: ${missing[*]}"
+  "${as_root[@]}" apt-get update
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# Run directly rather than sourced: do the check and install now.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  set -euo pipefail
+  lockstep_ensure_packages
+fi
