@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lockstep/data/csv.hpp"
+#include "data/temp_dir.hpp"
 
 namespace {
 
@@ -17,31 +18,16 @@ namespace fs = std::filesystem;
 // One file in a fresh directory, removed with it when the test case ends.
 class TempCsv {
  public:
-  explicit TempCsv(const std::string& contents) {
-    static std::atomic<unsigned> counter{0};
-    std::random_device random;
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    dir_ = fs::temp_directory_path() /
-           ("lockstep_test_csv_" + std::to_string(random()) + "_" + std::to_string(stamp) + "_" +
-            std::to_string(counter++));
-    fs::create_directories(dir_);
-    path_ = (dir_ / "data.csv").string();
+  explicit TempCsv(const std::string& contents) : path_(dir_.file("data.csv")) {
     std::FILE* file = std::fopen(path_.c_str(), "wb");
     REQUIRE(file != nullptr);
     REQUIRE(std::fwrite(contents.data(), 1, contents.size(), file) == contents.size());
     REQUIRE(std::fclose(file) == 0);
   }
-  ~TempCsv() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  TempCsv(const TempCsv&) = delete;
-  TempCsv& operator=(const TempCsv&) = delete;
-
   const std::string& path() const { return path_; }
 
  private:
-  fs::path dir_;
+  lockstep::testing::TempDir dir_{"lockstep_test_csv"};
   std::string path_;
 };
 

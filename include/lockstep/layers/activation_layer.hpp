@@ -5,16 +5,15 @@
 
 #include "lockstep/backend/host/launch.hpp"
 #include "lockstep/layers/activations.hpp"
+#include "lockstep/layers/layer.hpp"
 
 namespace lockstep {
 
 template <class Act>
 struct ActivationLayer {
   template <int In>
-  struct Bind {
-    static constexpr int kIn = In, kOut = In;
-    static constexpr std::size_t kParams = 0;
-    static void init(float*, std::uint64_t, std::uint64_t) {}
+  struct Bind : detail::ParameterFree<In> {
+    using detail::ParameterFree<In>::kIn;
     template <class T>
     static void forward(const T*, const T* x, T* y, int rows) {
       const std::size_t n = static_cast<std::size_t>(rows) * kIn;

@@ -38,6 +38,16 @@ struct bind_layer<L, In, true> {
 };
 }  // namespace detail
 
+namespace detail {
+// The shapes and no-op initialiser of a layer without parameters (activations, softmax).
+template <int In>
+struct ParameterFree {
+  static constexpr int kIn = In, kOut = In;
+  static constexpr std::size_t kParams = 0;
+  static void init(float*, std::uint64_t, std::uint64_t) {}
+};
+}  // namespace detail
+
 template <class L, int In>
 using bind_layer_t = typename detail::bind_layer<L, In>::type;
 

@@ -8,6 +8,7 @@
 
 #include "lockstep/backend/host/launch.hpp"
 #include "lockstep/core/config.hpp"
+#include "lockstep/layers/layer.hpp"
 
 namespace lockstep {
 
@@ -47,10 +48,7 @@ struct SoftmaxBackwardRow {
 
 struct Softmax {
   template <int In>
-  struct Bind {
-    static constexpr int kIn = In, kOut = In;
-    static constexpr std::size_t kParams = 0;
-    static void init(float*, std::uint64_t, std::uint64_t) {}
+  struct Bind : detail::ParameterFree<In> {
     template <class T>
     static void forward(const T*, const T* x, T* y, int rows) {
       host::for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxRow<T>{x, y, In});
