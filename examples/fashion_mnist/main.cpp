@@ -7,6 +7,9 @@
 #include <string>
 
 #include <lockstep/lockstep.hpp>
+#if defined(LOCKSTEP_HAVE_MPI)
+#include <lockstep/mpi.hpp>
+#endif
 
 namespace {
 
@@ -16,11 +19,15 @@ struct Flags {
   std::size_t batch_size = 128;
   std::string data = lockstep::kDebianFashionMnistDir;
   std::uint64_t seed = 0;
+  std::string strategy = "mirrored";
 };
 
 const char* kUsage =
-    "usage: fashion_mnist [--replicas N] [--epochs E] [--batch-size B] [--data DIR] [--seed S]\n"
-    "  --replicas N    host replicas (threads), default 2\n"
+    "usage: fashion_mnist [--strategy mirrored|central|multiworker] [--replicas N] [--epochs E]\n"
+    "                     [--batch-size B] [--data DIR] [--seed S]\n"
+    "  --strategy S    mirrored (default), central (CentralStoragePolicy) or multiworker\n"
+    "                  (MultiWorkerMirroredPolicy<MpiAllReduce>: start with mpirun -np P)\n"
+    "  --replicas N    host replicas (threads) per process, default 2\n"
     "  --epochs E      default 10\n"
     "  --batch-size B  global batch, split over the replicas, default 128\n"
     "  --data DIR      Fashion-MNIST IDX files (.gz or plain), default /usr/share/datasets/fashion-mnist\n"
@@ -42,8 +49,10 @@ Flags parse(int argc, char** argv) {
       std::exit(0);
     }
     lockstep::require(flag.rfind("--", 0) == 0 && (flag == "--replicas" || flag == "--epochs" ||
-                                                   flag == "--batch-size" || flag == "--data" || flag == "--seed"),
-                      "unknown flag '", flag, "'; expected one of --replicas --epochs --batch-size --data --seed");
+                                                   flag == "--batch-size" || flag == "--data" || flag == "--seed" ||
+                                                   flag == "--strategy"),
+                      "unknown flag '", flag,
+                      "'; expected one of --strategy --replicas --epochs --batch-size --data --seed");
     lockstep::require(i + 1 < argc, flag, " needs a value");
     const std::string value = argv[++i];
     if (flag == "--replicas") f.replicas = static_cast<int>(parse_integer(flag, value, 1));
@@ -51,35 +60,55 @@ Flags parse(int argc, char** argv) {
     if (flag == "--batch-size") f.batch_size = static_cast<std::size_t>(parse_integer(flag, value, 1));
     if (flag == "--data") f.data = value;
     if (flag == "--seed") f.seed = static_cast<std::uint64_t>(parse_integer(flag, value, 0));
+    if (flag == "--strategy") {
+      lockstep::require(value == "mirrored" || value == "central" || value == "multiworker", "--strategy: '", value,
+                        "', expected mirrored, central or multiworker");
+      f.strategy = value;
+    }
   }
   return f;
 }
 
 }  // namespace
 
+// Trains and evaluates with one strategy; every strategy runs the same code.
+template <class Strategy>
+int train(const Flags& flags, Strategy strategy) {
+  // example-begin fashion_mnist
+  using namespace lockstep;
+  using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
+
+  const Dataset train = load_fashion_mnist(flags.data, "train");
+  const Dataset test = load_fashion_mnist(flags.data, "test");
+
+  Model model{flags.seed};
+  Trainer<Strategy, Adam> trainer{strategy, Adam{1e-3}};
+  FitOptions options;
+  options.epochs = flags.epochs;
+  options.batch_size = flags.batch_size;
+  options.seed = flags.seed;
+  trainer.fit(model, train, options);
+
+  const Logs result = trainer.evaluate(model, test);
+  // example-end fashion_mnist
+  if (trainer.process_rank() == 0)
+    std::printf("test_accuracy=%.4f test_loss=%.4f\n", result["accuracy"], result["loss"]);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     const Flags flags = parse(argc, argv);
-    // example-begin fashion_mnist
     using namespace lockstep;
-    using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
-    using Strategy = MirroredPolicy<HostAllReduce>;
-
-    const Dataset train = load_fashion_mnist(flags.data, "train");
-    const Dataset test = load_fashion_mnist(flags.data, "test");
-
-    Model model{flags.seed};
-    Trainer<Strategy, Adam> trainer{Strategy{flags.replicas}, Adam{1e-3}};
-    FitOptions options;
-    options.epochs = flags.epochs;
-    options.batch_size = flags.batch_size;
-    options.seed = flags.seed;
-    trainer.fit(model, train, options);
-
-    const Logs result = trainer.evaluate(model, test);
-    // example-end fashion_mnist
-    std::printf("test_accuracy=%.4f test_loss=%.4f\n", result["accuracy"], result["loss"]);
-    return 0;
+    if (flags.strategy == "central") return train(flags, CentralStoragePolicy{flags.replicas});
+    if (flags.strategy == "multiworker") {
+#if defined(LOCKSTEP_HAVE_MPI)
+      return train(flags, MultiWorkerMirroredPolicy<MpiAllReduce>{flags.replicas});
+#else
+      fail("--strategy multiworker: this build has no MPI; install libopenmpi-dev and rebuild");
+#endif
+    }
+    return train(flags, MirroredPolicy<HostAllReduce>{flags.replicas});
   } catch (const lockstep::Error& e) {
     std::cerr << e.what() << '\n' << kUsage;
     return 2;

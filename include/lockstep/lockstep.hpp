@@ -25,7 +25,9 @@
 
 #include "lockstep/collective/host_all_reduce.hpp"
 #include "lockstep/collective/nccl_all_reduce.hpp"
+#include "lockstep/strategy/central_storage.hpp"
 #include "lockstep/strategy/mirrored.hpp"
+#include "lockstep/strategy/multi_worker_mirrored.hpp"
 #include "lockstep/strategy/one_device.hpp"
 
 #include "lockstep/data/csv.hpp"

@@ -53,3 +53,22 @@ TEST_CASE("OneDevicePolicy equals MirroredPolicy with one replica - bit for bit"
   mirrored.fit(b, data, options);
   CHECK(a.parameters() == b.parameters());
 }
+
+TEST_CASE("CentralStoragePolicy equals MirroredPolicy on the same data") {
+  const Dataset data = testing::argmax_dataset(50, 6, 3, 4);
+  FitOptions options;
+  options.batch_size = 16;  // a short last batch of 2
+  options.epochs = 2;
+  options.verbose = false;
+  for (int n : {1, 3}) {
+    CAPTURE(n);
+    Model central{5}, mirrored{5};
+    Trainer<CentralStoragePolicy, Adam> a{CentralStoragePolicy{n}, Adam{0.01}};
+    Trainer<MirroredPolicy<HostAllReduce>, Adam> b{MirroredPolicy<HostAllReduce>{n}, Adam{0.01}};
+    const History ha = a.fit(central, data, options);
+    const History hb = b.fit(mirrored, data, options);
+    CHECK(central.parameters() != Model{5}.parameters());
+    CHECK(testing::max_abs_difference(central.parameters(), mirrored.parameters()) <= 1e-5);
+    CHECK(ha["loss"].back() == doctest::Approx(hb["loss"].back()).epsilon(1e-6));
+  }
+}

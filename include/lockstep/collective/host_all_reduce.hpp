@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -32,6 +33,29 @@ struct HostAllReduce {
 
     // Called by every replica with a buffer of the same `count`.
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
+      reduce(replica, data, count, op, true);
+    }
+
+    // The same, but only replica 0's buffer receives the result (the others
+    // hold partial sums): CentralStoragePolicy's "send gradients to the
+    // central device".
+    void reduce_to_root(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
+      reduce(replica, data, count, op, false);
+    }
+
+    // Releases replicas waiting in all_reduce after one of them failed.
+    void abort() { barrier_.abort(); }
+
+    // One process holds every replica: the process-level operations that a
+    // multi-process collective (MpiAllReduce) performs are identities here.
+    int process_rank() const { return 0; }
+    int process_count() const { return 1; }
+    void broadcast_from_root(void*, std::size_t) {}
+    void sum_across_processes(double*, std::size_t) {}
+    void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
+
+   private:
+    void reduce(int replica, float* data, std::size_t count, ReduceOp op, bool everywhere) {
       if (replicas_ == 1) return;  // the sum and the mean of one buffer are itself
       buffers_[static_cast<std::size_t>(replica)] = data;
       barrier_.wait();
@@ -39,19 +63,17 @@ struct HostAllReduce {
       const float scale = op == ReduceOp::kMean ? 1.0f / static_cast<float>(replicas_) : 1.0f;
       reduce_chunk(data, first, last, scale);
       barrier_.wait();
-      for (int owner = 0; owner < replicas_; ++owner) {
-        if (owner == replica) continue;
-        const auto [f, l] = chunk(owner, count);
-        if (l > f) std::memcpy(data + f, buffers_[static_cast<std::size_t>(owner)] + f, (l - f) * sizeof(float));
+      if (everywhere || replica == 0) {
+        for (int owner = 0; owner < replicas_; ++owner) {
+          if (owner == replica) continue;
+          const auto [f, l] = chunk(owner, count);
+          if (l > f) std::memcpy(data + f, buffers_[static_cast<std::size_t>(owner)] + f, (l - f) * sizeof(float));
+        }
       }
       // No replica may touch its buffer again until every copy from it is done.
       barrier_.wait();
     }
 
-    // Releases replicas waiting in all_reduce after one of them failed.
-    void abort() { barrier_.abort(); }
-
-   private:
     // Chunks are whole cache lines (16 floats) so two replicas never write one line.
     std::pair<std::size_t, std::size_t> chunk(int replica, std::size_t count) const {
       constexpr std::size_t kLine = 16;

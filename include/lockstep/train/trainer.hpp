@@ -26,6 +26,7 @@
 #include "lockstep/metrics/accuracy.hpp"
 #include "lockstep/model/sequential.hpp"
 #include "lockstep/optim/optimizer.hpp"
+#include "lockstep/strategy/central_storage.hpp"
 #include "lockstep/strategy/strategy.hpp"
 #include "lockstep/train/callbacks.hpp"
 #include "lockstep/train/logs.hpp"
@@ -67,6 +68,10 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using data_type = BasicDataset<label_type>;
   using fit_options = BasicFitOptions<label_type>;
   static constexpr std::size_t kMetrics = sizeof...(Metric);
+  // Each step's loss sum and metric sums ride at the end of the gradient
+  // buffer, so one collective call combines them across replicas and processes.
+  static constexpr std::size_t kStats = 1 + kMetrics;
+  static constexpr bool kCentral = detail::central_variables_v<Strategy>;
 
   static_assert(std::is_same_v<backend, Host>,
                 "This strategy's collective runs on the CUDA backend, which lockstep does not provide yet: train on "
@@ -83,7 +88,10 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     host::set_blas_threads(std::max(1, cores / strategy.replicas()));
   }
 
+  // Replicas in this process; global_replicas() counts those of every process.
   int replicas() const { return pool_.size(); }
+  int global_replicas() const { return pool_.size() * group_->process_count(); }
+  int process_rank() const { return group_->process_rank(); }
   const Strategy& strategy() const { return strategy_; }
   const Optimizer& optimizer() const { return optimizer_; }
   Optimizer& optimizer() { return optimizer_; }
@@ -97,19 +105,29 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     check_data(model, train, "fit");
     require(options.epochs >= 0, "fit: epochs ", options.epochs, ", expected at least 0");
     if (options.validation_data) check_data(model, *options.validation_data, "fit (validation_data)");
-    Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, options.seed);
+    check_same_layout(model, train, options);
+    // Rank 0's weights and shuffle seed everywhere: a job starts consistent
+    // even if the processes were given different seeds.
+    std::uint64_t seed = options.seed;
+    group_->broadcast_from_root(&seed, sizeof seed);
+    group_->broadcast_from_root(model.parameters().data(), Model::kParams * sizeof(float));
+    Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, seed);
 
-    const int n = replicas();
-    RunState<Model>& run = run_state(model, Loader::slice_capacity(options.batch_size, n), train.label_width());
-    pool_.run([&](int r) { std::copy(model.parameters().begin(), model.parameters().end(), run.replicas[r]->params.data()); });
+    RunState<Model>& run =
+        run_state(model, Loader::slice_capacity(options.batch_size, global_replicas()), train.label_width());
+    pool_.run([&](int r) {
+      if (run.replicas[r]->owns_variables())
+        std::copy(model.parameters().begin(), model.parameters().end(), run.replicas[r]->params.data());
+    });
 
-    TrainInfo info{options.epochs, loader.steps(), options.batch_size, train.size(), n};
+    TrainInfo info{options.epochs, loader.steps(), options.batch_size, train.size(), global_replicas()};
     Logs logs = make_logs(false);  // what each step reports
     Logs epoch_logs = make_logs(options.validation_data != nullptr);
     History history;
     ProgressBar bar;
+    const bool show_bar = options.verbose && process_rank() == 0;  // one progress bar per job
     auto with_bar = [&](auto&& f) {
-      if (options.verbose)
+      if (show_bar)
         f(bar, callbacks...);
       else
         f(callbacks...);
@@ -120,17 +138,16 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     for (int epoch = 0; epoch < options.epochs; ++epoch) {
       loader.begin_epoch(static_cast<std::uint64_t>(epoch));
       with_bar([&](auto&... cb) { detail::epoch_begin(epoch, info, cb...); });
-      double loss_sum = 0, metric_sums[kMetrics + 1] = {}, seen = 0;
+      double loss_sum = 0, metric_sums[kStats] = {}, seen = 0;
       for (std::size_t step = 0; step < loader.steps(); ++step) {
         const auto [indices, count] = loader.batch(step);
         const std::function<void(int)> job = [&, indices = indices, count = count](int r) {
-          train_step(*run.replicas[r], r, train, indices, count);
+          train_step(run, r, train, indices, count);
         };
         run_replicas(job, abort);
-        for (int r = 0; r < n; ++r) {
-          loss_sum += run.replicas[r]->loss_sum;
-          for (std::size_t m = 0; m < kMetrics; ++m) metric_sums[m] += run.replicas[r]->metric_sums[m];
-        }
+        const float* stats = run.replicas[0]->grads.data() + Model::kParams;  // reduced with the gradients
+        loss_sum += stats[0];
+        for (std::size_t m = 0; m < kMetrics; ++m) metric_sums[m] += stats[1 + m];
         seen += static_cast<double>(count);
         logs.set(0, loss_sum / seen);
         for (std::size_t m = 0; m < kMetrics; ++m) logs.set(1 + m, metric_sums[m] / seen);
@@ -139,7 +156,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       for (std::size_t i = 0; i < logs.size(); ++i) epoch_logs.set(i, logs.value(i));
       if (options.validation_data) {
         const auto val = evaluate_on<Model>(*options.validation_data, options.batch_size,
-                                            [&](int r) -> const float* { return run.replicas[r]->params.data(); });
+                                            [&](int r) -> const float* { return variables_of(run, r); });
         for (std::size_t i = 0; i < val.size(); ++i) epoch_logs.set(1 + kMetrics + i, val[i]);
       }
       history.record(epoch_logs);
@@ -147,8 +164,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       with_bar([&](auto&... cb) { stop = detail::epoch_end(epoch, epoch_logs, cb...); });
       if (stop) break;
     }
-    std::copy(run.replicas[0]->params.data(), run.replicas[0]->params.data() + Model::kParams,
-              model.parameters().begin());
+    std::copy(variables_of(run, 0), variables_of(run, 0) + Model::kParams, model.parameters().begin());
     with_bar([&](auto&... cb) { detail::train_end(epoch_logs, cb...); });
     return history;
   }
@@ -199,7 +215,15 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
  private:
   template <class Model>
   struct Replica {
-    explicit Replica(const Optimizer& opt) : params(Model::kParams), grads(Model::kParams), opt_state(opt, Model::kParams) {}
+    // Under CentralStoragePolicy only replica 0 owns variables and optimizer
+    // state: it is the central device.
+    Replica(const Optimizer& opt, bool owns_variables) : grads(Model::kParams + kStats) {
+      if (owns_variables) {
+        params.resize(Model::kParams);
+        opt_state.emplace(opt, Model::kParams);
+      }
+    }
+    bool owns_variables() const { return opt_state.has_value(); }
     // Step buffers follow the batch size; parameters and optimizer slots stay.
     void resize(std::size_t capacity, std::size_t label_width) {
       ws = typename Model::Workspace(static_cast<int>(capacity));
@@ -208,13 +232,11 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       row_loss.resize(capacity);
     }
     host::AlignedBuffer<float> params, grads;
-    typename Optimizer::template State<Host> opt_state;
+    std::optional<typename Optimizer::template State<Host>> opt_state;
     typename Model::Workspace ws;
     host::AlignedBuffer<float> x;
     std::vector<label_type> labels;
     host::AlignedBuffer<float> row_loss;
-    double loss_sum = 0;
-    double metric_sums[kMetrics + 1] = {};
   };
   template <class Model>
   struct RunState {
@@ -237,7 +259,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       fresh->model = &model;
       fresh->replicas.resize(static_cast<std::size_t>(replicas()));
       // Each replica allocates its own memory on its own thread (first touch).
-      pool_.run([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_); });
+      pool_.run([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); });
       run_state_ = std::move(fresh);
       run_state_type_ = run_state_tag<Model>();
     }
@@ -261,6 +283,30 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     }
   }
 
+  // The parameters replica r computes with: its own mirror, or the central copy.
+  template <class Model>
+  static float* variables_of(RunState<Model>& run, int r) {
+    return run.replicas[kCentral ? 0 : r]->params.data();
+  }
+
+  // Every process must train the same model on the same layout (a no-op in one process).
+  template <class Model>
+  void check_same_layout(const Model&, const data_type& train, const fit_options& options) {
+    static const char* const names[] = {"model parameters", "model inputs", "model outputs", "global batch size",
+                                        "local replicas",   "training samples", "epochs", "drop_remainder",
+                                        "shuffle"};
+    const std::uint64_t values[] = {Model::kParams,
+                                    static_cast<std::uint64_t>(Model::kInputs),
+                                    static_cast<std::uint64_t>(Model::kOutputs),
+                                    options.batch_size,
+                                    static_cast<std::uint64_t>(replicas()),
+                                    train.size(),
+                                    static_cast<std::uint64_t>(options.epochs),
+                                    options.drop_remainder,
+                                    options.shuffle};
+    group_->check_same_across_processes(names, values, sizeof values / sizeof values[0]);
+  }
+
   template <class Model>
   void check_data(const Model&, const data_type& data, const char* where) const {
     require(!data.empty(), where, ": the data set is empty, expected at least 1 sample");
@@ -281,63 +327,71 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     return logs;
   }
 
-  // Loss and metric sums of one replica's rows, with the output gradient
-  // (scaled by `scale`) when `grad` is not null.
-  template <class Model>
+  // Loss and metric sums of one replica's rows into stats[0..kStats), with
+  // the output gradient (scaled by `scale`) when `grad` is not null.
+  template <class Model, class Stat>
   static void loss_and_metrics(const float* out, const label_type* labels, int rows, float scale, float* row_loss,
-                               float* grad, double& loss_sum, double* metric_sums) {
+                               float* grad, Stat* stats) {
     Loss::template forward_backward<Model::kOutputs>(out, labels, rows, scale, row_loss, grad);
     double s = 0;
     for (int i = 0; i < rows; ++i) s += row_loss[i];
-    loss_sum = s;
-    std::size_t m = 0;
-    ((metric_sums[m++] = Metric::template sum<Model::kOutputs>(out, labels, rows)), ...);
+    stats[0] = static_cast<Stat>(s);
+    [[maybe_unused]] std::size_t m = 1;
+    ((stats[m++] = static_cast<Stat>(Metric::template sum<Model::kOutputs>(out, labels, rows))), ...);
   }
 
-  // One synchronous step on replica r.
+  // One synchronous step on local replica r, whose global index is
+  // rank * replicas() + r: its slice of the global batch is fixed by that.
   template <class Model>
-  void train_step(Replica<Model>& rep, int r, const data_type& data, const std::uint32_t* indices,
+  void train_step(RunState<Model>& run, int r, const data_type& data, const std::uint32_t* indices,
                   std::size_t count) {
-    const auto [lo, hi] = Loader::replica_slice(count, r, replicas());
+    Replica<Model>& rep = *run.replicas[r];
+    const auto [lo, hi] = Loader::replica_slice(count, process_rank() * replicas() + r, global_replicas());
     const int rows = static_cast<int>(hi - lo);
+    const float* params = variables_of(run, r);
     gather(data, indices + lo, hi - lo, rep.x.data(), rep.labels.data());
-    const float* out = Model::forward(rep.params.data(), rep.x.data(), rows, rep.ws);
+    const float* out = Model::forward(params, rep.x.data(), rows, rep.ws);
     // Weighting by the global count makes the summed gradients the mean over
     // the real samples of the batch, whatever the slices' sizes.
     loss_and_metrics<Model>(out, rep.labels.data(), rows, 1.0f / static_cast<float>(count), rep.row_loss.data(),
-                            rep.ws.output_grad(), rep.loss_sum, rep.metric_sums);
-    Model::backward(rep.params.data(), rep.x.data(), rows, rep.ws, rep.grads.data());
-    group_->all_reduce(r, rep.grads.data(), Model::kParams, ReduceOp::kSum);
-    rep.opt_state.step(optimizer_, rep.params.data(), rep.grads.data());
+                            rep.ws.output_grad(), rep.grads.data() + Model::kParams);
+    Model::backward(params, rep.x.data(), rows, rep.ws, rep.grads.data());
+    if constexpr (kCentral) {
+      group_->reduce_to_root(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
+      if (r == 0) rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
+    } else {
+      group_->all_reduce(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
+      rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
+    }
   }
 
   // Mean loss and metrics over `data`, each replica using params_of(r).
   template <class Model, class ParamsOf>
   std::vector<double> evaluate_on(const data_type& data, std::size_t batch_size, ParamsOf params_of) {
     require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
-    const int n = replicas();
-    const std::size_t capacity = Loader::slice_capacity(batch_size, n);
-    std::vector<double> sums(static_cast<std::size_t>(n) * (kMetrics + 1), 0.0);
+    const int n = replicas(), total = global_replicas(), base = process_rank() * n;
+    const std::size_t capacity = Loader::slice_capacity(batch_size, total);
+    std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
     const std::function<void(int)> job = [&](int r) {
       typename Model::Workspace ws(static_cast<int>(capacity));
       host::AlignedBuffer<float> row_loss(capacity);
       const float* params = params_of(r);
-      double* mine = sums.data() + static_cast<std::size_t>(r) * (kMetrics + 1);
+      double* mine = sums.data() + static_cast<std::size_t>(r) * kStats;
       for (std::size_t first = 0; first < data.size(); first += batch_size) {
         const std::size_t count = std::min(batch_size, data.size() - first);
-        const auto [lo, hi] = Loader::replica_slice(count, r, n);
+        const auto [lo, hi] = Loader::replica_slice(count, base + r, total);
         const int rows = static_cast<int>(hi - lo);
         const float* out = Model::forward(params, data.features(first + lo), rows, ws);
-        double loss = 0, metrics[kMetrics + 1] = {};
-        loss_and_metrics<Model>(out, data.labels(first + lo), rows, 1.0f, row_loss.data(), nullptr, loss, metrics);
-        mine[0] += loss;
-        for (std::size_t m = 0; m < kMetrics; ++m) mine[1 + m] += metrics[m];
+        double stats[kStats] = {};
+        loss_and_metrics<Model>(out, data.labels(first + lo), rows, 1.0f, row_loss.data(), nullptr, stats);
+        for (std::size_t i = 0; i < kStats; ++i) mine[i] += stats[i];
       }
     };
     pool_.run(job);
-    std::vector<double> out(kMetrics + 1, 0.0);
+    std::vector<double> out(kStats, 0.0);
     for (int r = 0; r < n; ++r)
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] += sums[static_cast<std::size_t>(r) * (kMetrics + 1) + i];
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] += sums[static_cast<std::size_t>(r) * kStats + i];
+    group_->sum_across_processes(out.data(), out.size());
     for (auto& v : out) v /= static_cast<double>(data.size());
     return out;
   }

@@ -1,0 +1,178 @@
+// MpiAllReduce: host replicas in several processes. Hierarchical: the local
+// replicas are first combined in shared memory (HostAllReduce), then one
+// reduce-scatter + all-gather over MPI per process (each chunk is reduced by
+// one rank, so every rank receives the same bits), then shared back.
+// MPI is called from replica 0 only, the thread that called fit, so
+// MPI_THREAD_FUNNELED is enough. Needs <mpi.h>: link lockstep::mpi.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/host/barrier.hpp"
+#include "lockstep/collective/collective.hpp"
+#include "lockstep/collective/host_all_reduce.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep {
+
+namespace detail {
+
+// Initialises MPI on first use (unless the program did) and finalises it at
+// exit if lockstep initialised it.
+class MpiSession {
+ public:
+  static MpiSession& get() {
+    static MpiSession session;
+    return session;
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  ~MpiSession() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Finalize();
+  }
+
+ private:
+  MpiSession() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        fail("MPI_Init_thread failed: start the program with mpirun or srun");
+      owned_ = true;
+    }
+  }
+  bool owned_ = false;
+};
+
+inline void mpi_check(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  fail(call, " failed: ", std::string(text, static_cast<std::size_t>(length)));
+}
+
+}  // namespace detail
+
+struct MpiAllReduce {
+  using backend = Host;
+  static constexpr const char* kName = "MpiAllReduce";
+
+  class Group {
+   public:
+    explicit Group(int local_replicas) : local_(local_replicas), barrier_(local_replicas) {
+      detail::MpiSession::get();
+      detail::mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+      // Errors come back as codes, which become lockstep::Error with MPI's text.
+      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(comm_, &rank_);
+      MPI_Comm_size(comm_, &size_);
+      buffers_.resize(static_cast<std::size_t>(local_replicas));
+    }
+    Group(const Group&) = delete;
+    Group& operator=(const Group&) = delete;
+    ~Group() {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&comm_);
+    }
+
+    int size() const { return local_.size() * size_; }
+    int process_rank() const { return rank_; }
+    int process_count() const { return size_; }
+
+    void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
+      local_.all_reduce(replica, data, count, ReduceOp::kSum);
+      if (size_ > 1) {
+        buffers_[static_cast<std::size_t>(replica)] = data;
+        if (replica == 0) across_processes(data, count);
+        barrier_.wait();
+        if (replica != 0) std::memcpy(data, buffers_[0], count * sizeof(float));
+        barrier_.wait();
+      }
+      if (op == ReduceOp::kMean) {
+        const float scale = 1.0f / static_cast<float>(size());
+        for (std::size_t i = 0; i < count; ++i) data[i] *= scale;
+      }
+    }
+
+    void abort() {
+      local_.abort();
+      barrier_.abort();
+    }
+
+    // Main thread only, every process: rank 0's bytes everywhere.
+    void broadcast_from_root(void* data, std::size_t bytes) {
+      detail::mpi_check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm_), "MPI_Bcast");
+    }
+    void sum_across_processes(double* values, std::size_t count) {
+      detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm_),
+                        "MPI_Allreduce");
+    }
+    // Every rank must pass the same values; otherwise every rank throws an
+    // Error naming what differs and each rank's value, so none is left waiting.
+    void check_same_across_processes(const char* const* names, const std::uint64_t* values, std::size_t count) {
+      std::vector<std::uint64_t> all(count * static_cast<std::size_t>(size_));
+      detail::mpi_check(MPI_Allgather(values, static_cast<int>(count), MPI_UINT64_T, all.data(),
+                                      static_cast<int>(count), MPI_UINT64_T, comm_),
+                        "MPI_Allgather");
+      std::ostringstream differ;
+      for (std::size_t i = 0; i < count; ++i) {
+        bool same = true;
+        for (int r = 1; r < size_; ++r) same = same && all[static_cast<std::size_t>(r) * count + i] == all[i];
+        if (same) continue;
+        differ << "\n  " << names[i] << ":";
+        for (int r = 0; r < size_; ++r) differ << " rank " << r << " has " << all[static_cast<std::size_t>(r) * count + i] << ';';
+      }
+      if (!differ.str().empty())
+        fail("MultiWorkerMirroredPolicy: the processes of this job disagree; every rank must run the same model, "
+             "global batch and replica layout:", differ.str());
+    }
+
+   private:
+    // In-place reduce-scatter (the result chunk lands at the front of the
+    // buffer), moved to its place, then an in-place all-gather.
+    void across_processes(float* data, std::size_t count) {
+      if (counts_.size() != static_cast<std::size_t>(size_) || cached_count_ != count) {
+        counts_.assign(static_cast<std::size_t>(size_), 0);
+        displs_.assign(static_cast<std::size_t>(size_), 0);
+        for (int r = 0; r < size_; ++r) {
+          const std::size_t first = count * static_cast<std::size_t>(r) / static_cast<std::size_t>(size_);
+          const std::size_t last = count * static_cast<std::size_t>(r + 1) / static_cast<std::size_t>(size_);
+          counts_[static_cast<std::size_t>(r)] = static_cast<int>(last - first);
+          displs_[static_cast<std::size_t>(r)] = static_cast<int>(first);
+        }
+        cached_count_ = count;
+      }
+      if (count == 0) return;
+      detail::mpi_check(MPI_Reduce_scatter(MPI_IN_PLACE, data, counts_.data(), MPI_FLOAT, MPI_SUM, comm_),
+                        "MPI_Reduce_scatter");
+      const std::size_t mine = static_cast<std::size_t>(counts_[static_cast<std::size_t>(rank_)]);
+      std::memmove(data + displs_[static_cast<std::size_t>(rank_)], data, mine * sizeof(float));
+      detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts_.data(), displs_.data(),
+                                       MPI_FLOAT, comm_),
+                        "MPI_Allgatherv");
+    }
+
+    HostAllReduce::Group local_;
+    host::SpinBarrier barrier_;
+    std::vector<float*> buffers_;
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int rank_ = 0, size_ = 1;
+    std::vector<int> counts_, displs_;
+    std::size_t cached_count_ = 0;
+  };
+};
+
+}  // namespace lockstep
