@@ -1,6 +1,8 @@
 // Training throughput of the Fashion-MNIST model (784-256-10, Adam) on
 // synthetic data of the same shape: samples/s and ms per synchronous step.
-// usage: train_throughput [--replicas N] [--batch-size B] [--steps S]
+// usage: train_throughput [--strategy mirrored|central|multiworker] [--replicas N]
+//                         [--batch-size B] [--steps S]
+// multiworker runs under mpirun; --replicas is then per process, B global.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,44 +12,70 @@
 #include <vector>
 
 #include <lockstep/lockstep.hpp>
+#if defined(LOCKSTEP_HAVE_MPI)
+#include <lockstep/mpi.hpp>
+#endif
+
+namespace {
+
+template <class Strategy>
+int measure(Strategy strategy, const char* name, std::size_t batch, int steps) {
+  using namespace lockstep;
+  using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
+  // One epoch of `steps` batches of uniform pixels and random labels.
+  const std::size_t samples = batch * static_cast<std::size_t>(steps);
+  std::vector<float> x(samples * 784);
+  std::vector<std::int32_t> y(samples);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = Philox4x32::uniform(1, rng_stream::kData, i);
+  for (std::size_t i = 0; i < samples; ++i) y[i] = static_cast<std::int32_t>(Philox4x32::bits64(2, rng_stream::kData, i) % 10);
+  const Dataset data(std::move(x), 784, std::move(y));
+
+  Model model{0};
+  Trainer<Strategy, Adam> trainer{strategy, Adam{}};
+  FitOptions options;
+  options.batch_size = batch;
+  options.verbose = false;
+  options.epochs = 1;
+  trainer.fit(model, data.slice(0, std::min<std::size_t>(samples, batch * 10)), options);  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  trainer.fit(model, data, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (trainer.process_rank() != 0) return 0;
+  std::printf("strategy=%s replicas=%d batch_size=%zu steps=%d blas=%d\n", name, trainer.global_replicas(), batch,
+              steps, host::kHaveBlas ? 1 : 0);
+  std::printf("samples_per_s=%.0f step_ms=%.4f\n", static_cast<double>(samples) / seconds, seconds * 1e3 / steps);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace lockstep;
   int replicas = 1, steps = 200;
   std::size_t batch = 128;
+  std::string strategy = "mirrored";
   try {
     for (int i = 1; i < argc; i += 2) {
       const std::string flag = argv[i];
       require(i + 1 < argc, flag, " needs a value");
+      if (flag == "--strategy") {
+        strategy = argv[i + 1];
+        continue;
+      }
       const long v = std::strtol(argv[i + 1], nullptr, 10);
       require(v >= 1, flag, ": '", argv[i + 1], "' is not an integer >= 1");
       if (flag == "--replicas") replicas = static_cast<int>(v);
       else if (flag == "--batch-size") batch = static_cast<std::size_t>(v);
       else if (flag == "--steps") steps = static_cast<int>(v);
-      else fail("unknown flag '", flag, "'; expected --replicas, --batch-size or --steps");
+      else fail("unknown flag '", flag, "'; expected --strategy, --replicas, --batch-size or --steps");
     }
-    using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
-    // One epoch of `steps` batches of uniform pixels and random labels.
-    const std::size_t samples = batch * static_cast<std::size_t>(steps);
-    std::vector<float> x(samples * 784);
-    std::vector<std::int32_t> y(samples);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = Philox4x32::uniform(1, rng_stream::kData, i);
-    for (std::size_t i = 0; i < samples; ++i) y[i] = static_cast<std::int32_t>(Philox4x32::bits64(2, rng_stream::kData, i) % 10);
-    const Dataset data(std::move(x), 784, std::move(y));
-
-    Model model{0};
-    Trainer<MirroredPolicy<HostAllReduce>, Adam> trainer{MirroredPolicy<HostAllReduce>{replicas}, Adam{}};
-    FitOptions options;
-    options.batch_size = batch;
-    options.verbose = false;
-    options.epochs = 1;
-    trainer.fit(model, data.slice(0, std::min<std::size_t>(samples, batch * 10)), options);  // warm-up
-    const auto t0 = std::chrono::steady_clock::now();
-    trainer.fit(model, data, options);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("replicas=%d batch_size=%zu steps=%d blas=%d\n", replicas, batch, steps, host::kHaveBlas ? 1 : 0);
-    std::printf("samples_per_s=%.0f step_ms=%.4f\n", static_cast<double>(samples) / seconds, seconds * 1e3 / steps);
-    return 0;
+    if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", batch, steps);
+    if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", batch, steps);
+#if defined(LOCKSTEP_HAVE_MPI)
+    if (strategy == "multiworker")
+      return measure(MultiWorkerMirroredPolicy<MpiAllReduce>{replicas}, "multiworker", batch, steps);
+#endif
+    fail("--strategy: '", strategy, "', expected mirrored, central or multiworker (multiworker needs MPI)");
   } catch (const Error& e) {
     std::cerr << e.what() << '\n';
     return 2;

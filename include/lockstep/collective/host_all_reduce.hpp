@@ -50,6 +50,7 @@ struct HostAllReduce {
     // multi-process collective (MpiAllReduce) performs are identities here.
     int process_rank() const { return 0; }
     int process_count() const { return 1; }
+    int processes_on_this_node() const { return 1; }
     void broadcast_from_root(void*, std::size_t) {}
     void sum_across_processes(double*, std::size_t) {}
     void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}

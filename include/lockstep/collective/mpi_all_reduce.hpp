@@ -78,6 +78,11 @@ struct MpiAllReduce {
       MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
       MPI_Comm_rank(comm_, &rank_);
       MPI_Comm_size(comm_, &size_);
+      MPI_Comm node = MPI_COMM_NULL;  // the processes that share this machine's cores
+      detail::mpi_check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+                        "MPI_Comm_split_type");
+      MPI_Comm_size(node, &node_size_);
+      MPI_Comm_free(&node);
       buffers_.resize(static_cast<std::size_t>(local_replicas));
     }
     Group(const Group&) = delete;
@@ -91,6 +96,7 @@ struct MpiAllReduce {
     int size() const { return local_.size() * size_; }
     int process_rank() const { return rank_; }
     int process_count() const { return size_; }
+    int processes_on_this_node() const { return node_size_; }
 
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       local_.all_reduce(replica, data, count, ReduceOp::kSum);
@@ -169,7 +175,7 @@ struct MpiAllReduce {
     host::SpinBarrier barrier_;
     std::vector<float*> buffers_;
     MPI_Comm comm_ = MPI_COMM_NULL;
-    int rank_ = 0, size_ = 1;
+    int rank_ = 0, size_ = 1, node_size_ = 1;
     std::vector<int> counts_, displs_;
     std::size_t cached_count_ = 0;
   };

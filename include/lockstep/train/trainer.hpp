@@ -83,9 +83,10 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   explicit Trainer(Strategy strategy = Strategy{}, Optimizer optimizer = Optimizer{})
       : strategy_(strategy), optimizer_(optimizer), pool_(strategy.replicas()) {
     group_.emplace(strategy.replicas());
-    // Replicas are threads already: each GEMM gets the cores left per replica.
+    // Replicas are threads already: each GEMM gets the cores left per replica
+    // (counting the replicas of other processes on this machine).
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    host::set_blas_threads(std::max(1, cores / strategy.replicas()));
+    host::set_blas_threads(std::max(1, cores / (strategy.replicas() * group_->processes_on_this_node())));
   }
 
   // Replicas in this process; global_replicas() counts those of every process.
