@@ -82,3 +82,13 @@ TEST_CASE("a layout that differs between ranks is an Error on every rank naming 
   options.batch_size = 8;
   CHECK(trainer.fit(model, data, options).epochs == 1);  // the job goes on once the layouts agree
 }
+
+TEST_CASE("a different model on one rank is named at start-up") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  Trainer<MultiWorkerMirroredPolicy<MpiAllReduce>, Adam> trainer{MultiWorkerMirroredPolicy<MpiAllReduce>{1}};
+  using Wider = Sequential<Input<6>, Dense<7, Relu>, Dense<3>>;
+  Model model{0};
+  Wider wider{0};
+  auto fit_mine = [&] { return world_rank() == 0 ? trainer.fit(model, data, three_steps()) : trainer.fit(wider, data, three_steps()); };
+  CHECK_THROWS_WITH_AS(fit_mine(), doctest::Contains("model layout hash:"), Error);
+}

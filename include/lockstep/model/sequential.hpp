@@ -93,6 +93,14 @@ class Sequential {
   static constexpr int kInputs = First::kUnits;
   static constexpr int kOutputs = kWidths[kLayers];
   static constexpr double kTrainFlopsPerSample = flops(indices{});
+  // A fingerprint of the layer widths and parameter layout (FNV-1a), which
+  // the processes of a multi-worker job compare at start-up.
+  static constexpr std::uint64_t kLayoutHash = [] {
+    std::uint64_t h = 14695981039346656037ull;
+    for (int w : kWidths) h = (h ^ static_cast<std::uint64_t>(w)) * 1099511628211ull;
+    for (std::size_t o : kOffsets) h = (h ^ static_cast<std::uint64_t>(o)) * 1099511628211ull;
+    return h;
+  }();
   static constexpr int kMaxWidth = [] {
     int m = 0;
     for (int w : kWidths) m = w > m ? w : m;

@@ -293,10 +293,12 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // Every process must train the same model on the same layout (a no-op in one process).
   template <class Model>
   void check_same_layout(const Model&, const data_type& train, const fit_options& options) {
-    static const char* const names[] = {"model parameters", "model inputs", "model outputs", "global batch size",
+    static const char* const names[] = {"model layout hash", "model parameters", "model inputs", "model outputs",
+                                        "global batch size",
                                         "local replicas",   "training samples", "epochs", "drop_remainder",
                                         "shuffle"};
-    const std::uint64_t values[] = {Model::kParams,
+    const std::uint64_t values[] = {Model::kLayoutHash,
+                                    Model::kParams,
                                     static_cast<std::uint64_t>(Model::kInputs),
                                     static_cast<std::uint64_t>(Model::kOutputs),
                                     options.batch_size,
