@@ -4,7 +4,7 @@
 // FindBLAS finds one) it calls the Fortran sgemm_, which every BLAS exports, so
 // no vendor header is needed. Without one it runs a cache-blocked kernel of ours.
 // OpenBLAS runs large sgemm at several times the speed of the blocked kernel on
-// AVX2 (tests/backend/test_gemm.cpp checks both paths), hence BLAS first.
+// AVX2 (benchmarks/gemm_peak measures both), hence BLAS first.
 #pragma once
 
 #include <algorithm>
