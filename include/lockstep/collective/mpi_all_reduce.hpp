@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -50,6 +52,8 @@ class MpiSession {
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
         fail("MPI_Init_thread failed: start the program with mpirun or srun");
       owned_ = true;
+      require(provided >= MPI_THREAD_FUNNELED, "MPI gives thread level ", provided,
+              ", lockstep needs MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ") for its replica threads");
     }
   }
   bool owned_ = false;
@@ -68,6 +72,7 @@ inline void mpi_check(int code, const char* call) {
 struct MpiAllReduce {
   using backend = Host;
   static constexpr const char* kName = "MpiAllReduce";
+  static constexpr bool kSpansProcesses = true;
 
   class Group {
    public:
@@ -116,6 +121,16 @@ struct MpiAllReduce {
     void abort() {
       local_.abort();
       barrier_.abort();
+    }
+
+    // A replica of this process failed mid-step while the other ranks wait in
+    // the collective: they cannot be released one by one, so the job ends
+    // here, non-zero, naming this rank (tf.distribute fails the job too).
+    [[noreturn]] void end_job_after_failure(const char* what) {
+      std::fprintf(stderr, "lockstep: rank %d of %d failed: %s\nlockstep: aborting the job\n", rank_, size_, what);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+      std::abort();
     }
 
     // Main thread only, every process: rank 0's bytes everywhere.

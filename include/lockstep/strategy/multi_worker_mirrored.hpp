@@ -14,6 +14,9 @@ class MultiWorkerMirroredPolicy {
   static_assert(detail::is_collective<Collective>,
                 "MultiWorkerMirroredPolicy<C>: C must be a collective that spans processes, such as MpiAllReduce "
                 "(include <lockstep/mpi.hpp>).");
+  static_assert(detail::spans_processes<Collective>::value,
+                "MultiWorkerMirroredPolicy<C>: C must span processes: write MultiWorkerMirroredPolicy<MpiAllReduce> "
+                "(include <lockstep/mpi.hpp>), or MirroredPolicy<HostAllReduce> for one process.");
 
  public:
   using collective = Collective;

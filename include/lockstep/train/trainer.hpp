@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -278,7 +279,12 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   void run_replicas(const std::function<void(int)>& job, const std::function<void()>& on_failure) {
     try {
       pool_.run(job, on_failure);
+    } catch (const std::exception& e) {
+      group_->end_job_after_failure(e.what());
+      group_.emplace(replicas());
+      throw;
     } catch (...) {
+      group_->end_job_after_failure("an exception that is not a std::exception");
       group_.emplace(replicas());
       throw;
     }
