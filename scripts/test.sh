@@ -7,12 +7,7 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/lib/ensure-packages.sh
 source scripts/lib/ensure-packages.sh
-
-echo "==> [1/4] packages"
-lockstep_ensure_packages
-
-echo "==> [2/4] configure (cmake --preset host)"
-cmake --preset host
+lockstep_prepare_host_build
 
 echo "==> [3/4] build (cmake --build --preset host -j 2)"
 cmake --build --preset host -j 2

@@ -43,6 +43,14 @@ lockstep_ensure_packages() {
     apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
+# Steps 1 and 2 of both scripts: the packages, then `cmake --preset host`.
+lockstep_prepare_host_build() {
+  echo "==> [1/4] packages"
+  lockstep_ensure_packages
+  echo "==> [2/4] configure (cmake --preset host)"
+  cmake --preset host
+}
+
 # Run directly rather than sourced: do the check and install now.
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   set -euo pipefail
