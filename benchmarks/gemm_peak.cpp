@@ -11,25 +11,8 @@
 
 #include <lockstep/lockstep.hpp>
 
-namespace {
-using Gemm = void (*)(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+#include "gemm_timing.hpp"
 
-// GFLOP/s of C(m,n) = op(A) op(B), best of several timed repetitions.
-double gflops(Gemm gemm, bool ta, bool tb, int m, int n, int k) {
-  std::vector<float> a(static_cast<std::size_t>(m) * k, 0.5f), b(static_cast<std::size_t>(k) * n, 0.25f),
-      c(static_cast<std::size_t>(m) * n);
-  const int lda = ta ? m : k, ldb = tb ? k : n;
-  const double flop = 2.0 * m * n * k;
-  const int reps = std::max(1, static_cast<int>(2e9 / flop));
-  double best = 1e30;
-  for (int trial = 0; trial < 5; ++trial) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) gemm(ta, tb, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), n);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
-  }
-  return flop / best * 1e-9;
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   int size = 1024;
@@ -38,8 +21,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: gemm_peak [--size N], N >= 1\n");
     return 2;
   }
-  const Gemm blas = &lockstep::host::gemm<float>;
-  const Gemm blocked = &lockstep::host::detail::gemm_blocked<float>;
+  const lockstep::bench::Gemm blas = &lockstep::host::gemm<float>;
+  const lockstep::bench::Gemm blocked = &lockstep::host::detail::gemm_blocked<float>;
   struct Shape {
     const char* name;
     bool ta, tb;
@@ -50,8 +33,8 @@ int main(int argc, char** argv) {
                 {"square", false, false, size, size, size}};
   double blas_peak = 0, blocked_peak = 0;
   for (const Shape& s : shapes) {
-    const double g_blas = gflops(blas, s.ta, s.tb, s.m, s.n, s.k);
-    const double g_blocked = gflops(blocked, s.ta, s.tb, s.m, s.n, s.k);
+    const double g_blas = lockstep::bench::gflops(blas, s.ta, s.tb, s.m, s.n, s.k);
+    const double g_blocked = lockstep::bench::gflops(blocked, s.ta, s.tb, s.m, s.n, s.k);
     std::printf("%s m=%d n=%d k=%d blas_gflops=%.1f blocked_gflops=%.1f\n", s.name, s.m, s.n, s.k, g_blas, g_blocked);
     blas_peak = std::max(blas_peak, g_blas);
     blocked_peak = std::max(blocked_peak, g_blocked);

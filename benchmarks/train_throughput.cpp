@@ -1,7 +1,7 @@
 // Training throughput of the Fashion-MNIST model (784-256-10, Adam) on
 // synthetic data of the same shape: samples/s and ms per synchronous step.
 // usage: train_throughput [--strategy mirrored|central|multiworker] [--replicas N]
-//                         [--batch-size B] [--steps S]
+//                         [--batch-size B] [--steps S] [--blas-threads T]
 // multiworker runs under mpirun; --replicas is then per process, B global.
 #include <algorithm>
 #include <chrono>
@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <lockstep/lockstep.hpp>
+
+#include "gemm_timing.hpp"
 #if defined(LOCKSTEP_HAVE_MPI)
 #include <lockstep/mpi.hpp>
 #endif
@@ -19,7 +22,7 @@
 namespace {
 
 template <class Strategy>
-int measure(Strategy strategy, const char* name, std::size_t batch, int steps) {
+int measure(Strategy strategy, const char* name, std::size_t batch, int steps, int blas_threads) {
   using namespace lockstep;
   using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
   // One epoch of `steps` batches of uniform pixels and random labels.
@@ -32,6 +35,7 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps) {
 
   Model model{0};
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
+  if (blas_threads > 0) host::set_blas_threads(blas_threads);  // instead of cores / replicas
   FitOptions options;
   options.batch_size = batch;
   options.verbose = false;
@@ -41,9 +45,15 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps) {
   trainer.fit(model, data, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (trainer.process_rank() != 0) return 0;
-  std::printf("strategy=%s replicas=%d batch_size=%zu steps=%d blas=%d\n", name, trainer.global_replicas(), batch,
-              steps, host::kHaveBlas ? 1 : 0);
-  std::printf("samples_per_s=%.0f step_ms=%.4f\n", static_cast<double>(samples) / seconds, seconds * 1e3 / steps);
+  // Model FLOP utilisation: training FLOPs per second over the SGEMM peak of
+  // this machine, measured here with all cores (benchmarks/gemm_peak).
+  host::set_blas_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const double peak = bench::sgemm_peak_gflops();
+  const double samples_per_s = static_cast<double>(samples) / seconds;
+  std::printf("strategy=%s replicas=%d batch_size=%zu steps=%d blas=%d sgemm_peak_gflops=%.1f\n", name,
+              trainer.global_replicas(), batch, steps, host::kHaveBlas ? 1 : 0, peak);
+  std::printf("samples_per_s=%.0f step_ms=%.4f mfu=%.3f\n", samples_per_s, seconds * 1e3 / steps,
+              samples_per_s * Model::kTrainFlopsPerSample * 1e-9 / peak);
   return 0;
 }
 
@@ -51,7 +61,7 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps) {
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  int replicas = 1, steps = 200;
+  int replicas = 1, steps = 200, blas_threads = 0;
   std::size_t batch = 128;
   std::string strategy = "mirrored";
   try {
@@ -67,13 +77,14 @@ int main(int argc, char** argv) {
       if (flag == "--replicas") replicas = static_cast<int>(v);
       else if (flag == "--batch-size") batch = static_cast<std::size_t>(v);
       else if (flag == "--steps") steps = static_cast<int>(v);
-      else fail("unknown flag '", flag, "'; expected --strategy, --replicas, --batch-size or --steps");
+      else if (flag == "--blas-threads") blas_threads = static_cast<int>(v);
+      else fail("unknown flag '", flag, "'; expected --strategy, --replicas, --batch-size, --steps or --blas-threads");
     }
-    if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", batch, steps);
-    if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", batch, steps);
+    if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", batch, steps, blas_threads);
+    if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", batch, steps, blas_threads);
 #if defined(LOCKSTEP_HAVE_MPI)
     if (strategy == "multiworker")
-      return measure(MultiWorkerMirroredPolicy<MpiAllReduce>{replicas}, "multiworker", batch, steps);
+      return measure(MultiWorkerMirroredPolicy<MpiAllReduce>{replicas}, "multiworker", batch, steps, blas_threads);
 #endif
     fail("--strategy: '", strategy, "', expected mirrored, central or multiworker (multiworker needs MPI)");
   } catch (const Error& e) {

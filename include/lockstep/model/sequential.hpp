@@ -37,15 +37,17 @@ struct bind_chain<In, L, Rest...> {
                                        std::declval<typename bind_chain<bound::kOut, Rest...>::type>()));
 };
 
-// Training FLOPs per sample of one bound layer: forward plus the two backward
-// GEMMs for layers with weights (Dense), a few per element otherwise.
-template <class B, class = void>
+// GEMM FLOPs per sample that training performs in one bound layer with
+// weights (Dense): 2 per weight forward, 2 for the weight gradient and, except
+// in the first layer (no gradient is needed for the input), 2 for the input
+// gradient. Element-wise work is not counted.
+template <class B, bool First, class = void>
 struct layer_flops {
   static constexpr double value = 0.0;
 };
-template <class B>
-struct layer_flops<B, std::void_t<decltype(B::kWeights)>> {
-  static constexpr double value = 6.0 * static_cast<double>(B::kWeights);
+template <class B, bool First>
+struct layer_flops<B, First, std::void_t<decltype(B::kWeights)>> {
+  static constexpr double value = (First ? 4.0 : 6.0) * static_cast<double>(B::kWeights);
 };
 
 // Nothing to do when a layer's gradient is ready (the default hook of backward).
@@ -80,7 +82,7 @@ class Sequential {
   }
   template <std::size_t... I>
   static constexpr double flops(std::index_sequence<I...>) {
-    return (0.0 + ... + detail::layer_flops<layer<I>>::value);
+    return (0.0 + ... + detail::layer_flops<layer<I>, I == 0>::value);
   }
   using indices = std::make_index_sequence<kLayers>;
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# lockstep's train_throughput against the PyTorch peer (../shared/peers/
+# torch_seed_model.py, Debian's python3-torch) on the same model, alternating
+# in each round so both see the same machine; medians over ROUNDS (default 3).
+# Prints key=value lines last:
+#   ratio_vs_torch_b128    lockstep 1 replica / torch 1 thread, batch 128
+#   ratio_vs_torch_b1024   best lockstep setting / best torch setting, batch 1024
+#   weak_scaling           2 replicas at 128 each / (2 x 1 replica at 128 on one BLAS thread)
+# usage: benchmarks/compare_torch.sh [BUILD_DIR]   (default build/host)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/host}
+rounds=${ROUNDS:-3}
+peer=${PEER:-../shared/peers/torch_seed_model.py}
+bench="$build/benchmarks/train_throughput"
+[[ -x $bench ]] || { echo "error: $bench not built (cmake --build --preset host)" >&2; exit 2; }
+[[ -f $peer ]] || { echo "error: the torch peer $peer is missing" >&2; exit 2; }
+/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "error: python3-torch is missing: apt-get install python3-torch" >&2; exit 2; }
+
+ours() { "$bench" "$@" | sed -n 's/^samples_per_s=\([0-9]*\).*/\1/p'; }
+torch() { /usr/bin/python3 "$peer" 1 "$1" "$2" | sed -n 's/.*samples\/s=\([0-9]*\).*/\1/p'; }
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+declare -A runs
+for ((round = 1; round <= rounds; round++)); do
+  runs[l1_128]+=" $(ours --replicas 1 --batch-size 128 --steps 469)"
+  runs[t1_128]+=" $(torch 128 1)"
+  runs[l1_1024]+=" $(ours --replicas 1 --batch-size 1024 --steps 59)"
+  runs[l2_1024]+=" $(ours --replicas 2 --batch-size 1024 --steps 59)"
+  runs[t1_1024]+=" $(torch 1024 1)"
+  runs[t2_1024]+=" $(torch 1024 2)"
+  runs[l1_128_1t]+=" $(ours --replicas 1 --batch-size 128 --steps 469 --blas-threads 1)"
+  runs[l2_256]+=" $(ours --replicas 2 --batch-size 256 --steps 235)"
+  echo "round $round done" >&2
+done
+declare -A m
+for key in "${!runs[@]}"; do
+  # shellcheck disable=SC2086
+  m[$key]=$(median ${runs[$key]})
+  echo "$key samples_per_s runs:${runs[$key]} median=${m[$key]}"
+done
+best_l=$((m[l1_1024] > m[l2_1024] ? m[l1_1024] : m[l2_1024]))
+best_t=$((m[t1_1024] > m[t2_1024] ? m[t1_1024] : m[t2_1024]))
+awk -v a="${m[l1_128]}" -v b="${m[t1_128]}" -v c="$best_l" -v d="$best_t" -v e="${m[l2_256]}" -v f="${m[l1_128_1t]}" \
+  'BEGIN { printf "ratio_vs_torch_b128=%.3f ratio_vs_torch_b1024=%.3f weak_scaling=%.3f\n", a / b, c / d, e / (2 * f) }'
