@@ -161,3 +161,18 @@ TEST_CASE("MeanSquaredError regression through the same trainer") {
   CHECK(model.parameters()[0] == doctest::Approx(0.5).epsilon(0.05));
   CHECK(model.parameters()[1] == doctest::Approx(-0.5).epsilon(0.05));
 }
+
+TEST_CASE("a different model object starts with fresh optimizer state") {
+  const Dataset train = testing::argmax_dataset(200, 8, 4, 1);
+  FitOptions options = quiet(1, 50);
+  options.shuffle = false;
+  Trainer<Strategy, Adam> shared{Strategy{2}}, fresh{Strategy{2}};
+  Model warm{0};
+  shared.fit(warm, train, options);  // gives `shared` Adam moments for `warm`
+  Model a{0}, b{0};
+  shared.fit(a, train, options);
+  fresh.fit(b, train, options);
+  CHECK(a.parameters() == b.parameters());
+  Model copy = warm;  // a copy is a new model too
+  CHECK(copy.identity() != warm.identity());
+}

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
@@ -118,6 +119,18 @@ class Sequential {
   explicit Sequential(std::vector<float> parameters) : params_(std::move(parameters)) {
     require(params_.size() == kParams, "Sequential: ", params_.size(), " parameters given, the model has ", kParams);
   }
+  // A copy is a new model: it gets its own identity (and so, in a Trainer,
+  // its own optimizer state).
+  Sequential(const Sequential& other) : params_(other.params_) {}
+  Sequential& operator=(const Sequential& other) {
+    params_ = other.params_;
+    id_ = next_id();
+    return *this;
+  }
+
+  // Unique per model object for the life of the process; a Trainer keeps
+  // optimizer state per identity (an address could be reused).
+  std::uint64_t identity() const { return id_; }
 
   std::vector<float>& parameters() { return params_; }
   const std::vector<float>& parameters() const { return params_; }
@@ -201,7 +214,13 @@ class Sequential {
     for_each_layer_reversed(f, indices{});
   }
 
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
+
   std::vector<float> params_;
+  std::uint64_t id_ = next_id();
 };
 
 namespace detail {

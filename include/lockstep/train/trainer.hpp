@@ -242,7 +242,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   };
   template <class Model>
   struct RunState {
-    const Model* model = nullptr;
+    std::uint64_t model = 0;  // Model::identity()
     std::size_t capacity = 0, label_width = 0;
     std::vector<std::unique_ptr<Replica<Model>>> replicas;
   };
@@ -256,9 +256,10 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // object (Adam's moments carry over, as in Keras); a new model starts fresh.
   template <class Model>
   RunState<Model>& run_state(const Model& model, std::size_t capacity, std::size_t label_width) {
-    if (run_state_type_ != run_state_tag<Model>() || static_cast<RunState<Model>*>(run_state_.get())->model != &model) {
+    if (run_state_type_ != run_state_tag<Model>() ||
+        static_cast<RunState<Model>*>(run_state_.get())->model != model.identity()) {
       auto fresh = std::make_shared<RunState<Model>>();
-      fresh->model = &model;
+      fresh->model = model.identity();
       fresh->replicas.resize(static_cast<std::size_t>(replicas()));
       // Each replica allocates its own memory on its own thread (first touch).
       pool_.run([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); });
