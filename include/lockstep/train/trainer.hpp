@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -100,7 +101,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   // Trains `model` in place; its parameters are mirrored to every replica at
   // the start and hold the trained values at the end. Optimizer state carries
-  // over between fit calls on the same model type.
+  // over between fit calls on the same model object.
   template <class Model, class... Callbacks>
   History fit(Model& model, const data_type& train, const fit_options& options, Callbacks&&... callbacks) {
     static_assert(detail::is_model<Model>::value, "fit: the first argument must be a model such as Sequential<...>.");
@@ -137,20 +138,22 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     with_bar([&](auto&... cb) { detail::train_begin(info, cb...); });
 
     const std::function<void()> abort = [this] { group_->abort(); };
+    // One job for the whole fit, reading the current batch from these two, so
+    // that no step allocates.
+    const std::uint32_t* step_indices = nullptr;
+    std::size_t step_count = 0;
+    const std::function<void(int)> job = [&](int r) { train_step(run, r, train, step_indices, step_count); };
     for (int epoch = 0; epoch < options.epochs; ++epoch) {
       loader.begin_epoch(static_cast<std::uint64_t>(epoch));
       with_bar([&](auto&... cb) { detail::epoch_begin(epoch, info, cb...); });
       double loss_sum = 0, metric_sums[kStats] = {}, seen = 0;
       for (std::size_t step = 0; step < loader.steps(); ++step) {
-        const auto [indices, count] = loader.batch(step);
-        const std::function<void(int)> job = [&, indices = indices, count = count](int r) {
-          train_step(run, r, train, indices, count);
-        };
+        std::tie(step_indices, step_count) = loader.batch(step);
         run_replicas(job, abort);
         const float* stats = run.replicas[0]->grads.data() + Model::kParams;  // reduced with the gradients
         loss_sum += stats[0];
         for (std::size_t m = 0; m < kMetrics; ++m) metric_sums[m] += stats[1 + m];
-        seen += static_cast<double>(count);
+        seen += static_cast<double>(step_count);
         logs.set(0, loss_sum / seen);
         for (std::size_t m = 0; m < kMetrics; ++m) logs.set(1 + m, metric_sums[m] / seen);
         with_bar([&](auto&... cb) { detail::batch_end(step, logs, cb...); });
