@@ -204,20 +204,27 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     const std::size_t capacity = Loader::slice_capacity(batch_size, n);
     const std::function<void(int)> job = [&](int r) {
       typename Model::Workspace ws(static_cast<int>(capacity));
-      for (std::size_t first = 0; first < samples; first += batch_size) {
-        const std::size_t count = std::min(batch_size, samples - first);
-        const auto [lo, hi] = Loader::replica_slice(count, r, n);
-        const int rows = static_cast<int>(hi - lo);
-        const float* x = features.data() + (first + lo) * Model::kInputs;
-        const float* y = Model::forward(model.parameters().data(), x, rows, ws);
-        std::copy(y, y + static_cast<std::size_t>(rows) * Model::kOutputs, out.begin() + static_cast<std::ptrdiff_t>((first + lo) * Model::kOutputs));
-      }
+      for_each_slice(samples, batch_size, r, n, [&](std::size_t first, int rows) {
+        const float* y = Model::forward(model.parameters().data(), features.data() + first * Model::kInputs, rows, ws);
+        std::copy(y, y + static_cast<std::size_t>(rows) * Model::kOutputs,
+                  out.begin() + static_cast<std::ptrdiff_t>(first * Model::kOutputs));
+      });
     };
     pool_.run(job);
     return out;
   }
 
  private:
+  // For inference over `samples` in batches of `batch`: calls f(first, rows)
+  // with replica `index` of `total`'s rows of each batch (unshuffled).
+  template <class F>
+  static void for_each_slice(std::size_t samples, std::size_t batch, int index, int total, F&& f) {
+    for (std::size_t start = 0; start < samples; start += batch) {
+      const auto [lo, hi] = Loader::replica_slice(std::min(batch, samples - start), index, total);
+      f(start + lo, static_cast<int>(hi - lo));
+    }
+  }
+
   template <class Model>
   struct Replica {
     // Under CentralStoragePolicy only replica 0 owns variables and optimizer
@@ -390,15 +397,12 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       host::AlignedBuffer<float> row_loss(capacity);
       const float* params = params_of(r);
       double* mine = sums.data() + static_cast<std::size_t>(r) * kStats;
-      for (std::size_t first = 0; first < data.size(); first += batch_size) {
-        const std::size_t count = std::min(batch_size, data.size() - first);
-        const auto [lo, hi] = Loader::replica_slice(count, base + r, total);
-        const int rows = static_cast<int>(hi - lo);
-        const float* out = Model::forward(params, data.features(first + lo), rows, ws);
+      for_each_slice(data.size(), batch_size, base + r, total, [&](std::size_t first, int rows) {
+        const float* out = Model::forward(params, data.features(first), rows, ws);
         double stats[kStats] = {};
-        loss_and_metrics<Model>(out, data.labels(first + lo), rows, 1.0f, row_loss.data(), nullptr, stats);
+        loss_and_metrics<Model>(out, data.labels(first), rows, 1.0f, row_loss.data(), nullptr, stats);
         for (std::size_t i = 0; i < kStats; ++i) mine[i] += stats[i];
-      }
+      });
     };
     pool_.run(job);
     std::vector<double> out(kStats, 0.0);
