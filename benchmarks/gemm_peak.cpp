@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <lockstep/lockstep.hpp>
@@ -39,7 +38,7 @@ int main(int argc, char** argv) {
     blas_peak = std::max(blas_peak, g_blas);
     blocked_peak = std::max(blocked_peak, g_blocked);
   }
-  std::printf("blas=%d threads=%u\n", lockstep::host::kHaveBlas ? 1 : 0, std::thread::hardware_concurrency());
+  std::printf("blas=%d threads=%d\n", lockstep::host::kHaveBlas ? 1 : 0, lockstep::Host::hardware_threads());
   std::printf("sgemm_peak_gflops=%.1f blocked_peak_gflops=%.1f\n", blas_peak, blocked_peak);
   return 0;
 }

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <lockstep/lockstep.hpp>
@@ -47,7 +46,7 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps, i
   if (trainer.process_rank() != 0) return 0;
   // Model FLOP utilisation: training FLOPs per second over the SGEMM peak of
   // this machine, measured here with all cores (benchmarks/gemm_peak).
-  host::set_blas_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  host::set_blas_threads(Host::hardware_threads());
   const double peak = bench::sgemm_peak_gflops();
   const double samples_per_s = static_cast<double>(samples) / seconds;
   std::printf("strategy=%s replicas=%d batch_size=%zu steps=%d blas=%d sgemm_peak_gflops=%.1f\n", name,

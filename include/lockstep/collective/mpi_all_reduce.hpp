@@ -88,7 +88,6 @@ struct MpiAllReduce {
                         "MPI_Comm_split_type");
       MPI_Comm_size(node, &node_size_);
       MPI_Comm_free(&node);
-      buffers_.resize(static_cast<std::size_t>(local_replicas));
     }
     Group(const Group&) = delete;
     Group& operator=(const Group&) = delete;
@@ -106,10 +105,12 @@ struct MpiAllReduce {
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       local_.all_reduce(replica, data, count, ReduceOp::kSum);
       if (size_ > 1) {
-        buffers_[static_cast<std::size_t>(replica)] = data;
-        if (replica == 0) across_processes(data, count);
+        if (replica == 0) {
+          across_processes(data, count);
+          root_buffer_ = data;
+        }
         barrier_.wait();
-        if (replica != 0) std::memcpy(data, buffers_[0], count * sizeof(float));
+        if (replica != 0) std::memcpy(data, root_buffer_, count * sizeof(float));
         barrier_.wait();
       }
       if (op == ReduceOp::kMean) {
@@ -188,7 +189,7 @@ struct MpiAllReduce {
 
     HostAllReduce::Group local_;
     host::SpinBarrier barrier_;
-    std::vector<float*> buffers_;
+    float* root_buffer_ = nullptr;  // local replica 0's buffer, holding the job-wide result
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0, size_ = 1, node_size_ = 1;
     std::vector<int> counts_, displs_;

@@ -36,9 +36,7 @@ template <class L, int In>
 struct bind_layer<L, In, true> {
   using type = typename ActivationLayer<L>::template Bind<In>;
 };
-}  // namespace detail
 
-namespace detail {
 // The shapes and no-op initialiser of a layer without parameters (activations, softmax).
 template <int In>
 struct ParameterFree {

@@ -4,7 +4,7 @@
 // its gradients are reduced onto the central device, which applies the update.
 #pragma once
 
-#include <thread>
+#include <type_traits>
 
 #include "lockstep/backend/backends.hpp"
 #include "lockstep/collective/host_all_reduce.hpp"
@@ -19,8 +19,7 @@ class CentralStoragePolicy {
   static constexpr const char* kName = "CentralStoragePolicy";
   static constexpr bool kCentralVariables = true;
 
-  CentralStoragePolicy()
-      : CentralStoragePolicy(static_cast<int>(std::thread::hardware_concurrency() ? std::thread::hardware_concurrency() : 1)) {}
+  CentralStoragePolicy() : CentralStoragePolicy(Host::hardware_threads()) {}
   explicit CentralStoragePolicy(int replicas) : replicas_(replicas) {
     require(replicas >= 1, "CentralStoragePolicy: ", replicas, " replicas, expected at least 1");
   }

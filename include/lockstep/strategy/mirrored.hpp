@@ -3,8 +3,7 @@
 // applied on every replica (tf.distribute.MirroredStrategy).
 #pragma once
 
-#include <thread>
-
+#include "lockstep/backend/backends.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -22,7 +21,7 @@ class MirroredPolicy {
   static constexpr const char* kName = "MirroredPolicy";
 
   // One replica per hardware thread, as MirroredStrategy takes every device.
-  MirroredPolicy() : MirroredPolicy(static_cast<int>(std::thread::hardware_concurrency() ? std::thread::hardware_concurrency() : 1)) {}
+  MirroredPolicy() : MirroredPolicy(Host::hardware_threads()) {}
   explicit MirroredPolicy(int replicas) : replicas_(replicas) {
     require(replicas >= 1, "MirroredPolicy: ", replicas, " replicas, expected at least 1");
   }

@@ -12,7 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <thread>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -87,8 +87,8 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     group_.emplace(strategy.replicas());
     // Replicas are threads already: each GEMM gets the cores left per replica
     // (counting the replicas of other processes on this machine).
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    host::set_blas_threads(std::max(1, cores / (strategy.replicas() * group_->processes_on_this_node())));
+    host::set_blas_threads(
+        std::max(1, Host::hardware_threads() / (strategy.replicas() * group_->processes_on_this_node())));
   }
 
   // Replicas in this process; global_replicas() counts those of every process.
@@ -290,14 +290,20 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   void run_replicas(const std::function<void(int)>& job, const std::function<void()>& on_failure) {
     try {
       pool_.run(job, on_failure);
-    } catch (const std::exception& e) {
-      group_->end_job_after_failure(e.what());
-      group_.emplace(replicas());
-      throw;
     } catch (...) {
-      group_->end_job_after_failure("an exception that is not a std::exception");
+      group_->end_job_after_failure(describe(std::current_exception()).c_str());
       group_.emplace(replicas());
       throw;
+    }
+  }
+
+  static std::string describe(const std::exception_ptr& error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      return e.what();
+    } catch (...) {
+      return "an exception that is not a std::exception";
     }
   }
 
@@ -310,9 +316,9 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // Every process must train the same model on the same layout (a no-op in one process).
   template <class Model>
   void check_same_layout(const Model&, const data_type& train, const fit_options& options) {
-    static const char* const names[] = {"model layout hash", "model parameters", "model inputs", "model outputs",
-                                        "global batch size",
-                                        "local replicas",   "training samples", "epochs", "drop_remainder",
+    static const char* const names[] = {"model layout hash", "model parameters", "model inputs",
+                                        "model outputs",     "global batch size", "local replicas",
+                                        "training samples",  "epochs",            "drop_remainder",
                                         "shuffle"};
     const std::uint64_t values[] = {Model::kLayoutHash,
                                     Model::kParams,
