@@ -17,7 +17,7 @@ struct FailingRelu {
     template <class T>
     static void forward(const T* p, const T* x, T* y, int rows) {
       if (fail_now.load()) lockstep::fail("injected failure in a replica's forward");
-      lockstep::ActivationLayer<lockstep::Relu>::Bind<In>::forward(p, x, y, rows);
+      lockstep::ActivationLayer<lockstep::Relu>::Bind<In>::forward(lockstep::host::default_context(), p, x, y, rows);
     }
   };
 };

@@ -4,6 +4,7 @@
 // real sample count, so every step equals the single-device step.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -56,6 +57,16 @@ class Loader {
   static std::pair<std::size_t, std::size_t> replica_slice(std::size_t count, int replica, int replicas) {
     const std::size_t r = static_cast<std::size_t>(replica), n = static_cast<std::size_t>(replicas);
     return {count * r / n, count * (r + 1) / n};
+  }
+
+  // For inference over `samples` in batches of `batch`: calls f(first, rows)
+  // with replica `index` of `total`'s rows of each batch (unshuffled).
+  template <class F>
+  static void for_each_slice(std::size_t samples, std::size_t batch, int index, int total, F&& f) {
+    for (std::size_t start = 0; start < samples; start += batch) {
+      const auto [lo, hi] = replica_slice(std::min(batch, samples - start), index, total);
+      f(start + lo, static_cast<int>(hi - lo));
+    }
   }
 
   // The most rows a replica gets in any step.

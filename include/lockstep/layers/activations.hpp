@@ -61,6 +61,14 @@ inline constexpr bool is_activation_v = detail::is_activation<T>::value;
 // Functors shared by host loops and CUDA kernels.
 namespace kernels {
 
+// y[i] = Act(x[i]).
+template <class Act, class T = float>
+struct Activate {
+  const T* x;
+  T* y;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { y[i] = Act::forward(x[i]); }
+};
+
 // y[i] = Act(y[i]) in place.
 template <class Act, class T = float>
 struct ActivateInPlace {

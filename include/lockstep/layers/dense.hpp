@@ -5,10 +5,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstddef>
 #include <cstring>
 
-#include "lockstep/backend/host/gemm.hpp"
-#include "lockstep/backend/host/launch.hpp"
 #include "lockstep/core/rng.hpp"
 #include "lockstep/layers/activations.hpp"
 
@@ -38,34 +37,26 @@ struct Dense {
       std::memset(params + kWeights, 0, Units * sizeof(float));
     }
 
-    template <class T>
-    static void forward(const T* params, const T* x, T* y, int rows) {
+    // y = Act(x W + b): one fused call (cuBLASLt's bias and ReLU epilogues on CUDA).
+    template <class Ctx, class T>
+    static void forward(Ctx& ctx, const T* params, const T* x, T* y, int rows) {
       if (rows == 0) return;
-      const T* w = params;
-      const T* b = params + kWeights;
-      for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<std::size_t>(r) * Units, b, Units * sizeof(T));
-      host::gemm<T>(false, false, rows, Units, In, T(1), x, In, w, Units, T(1), y, Units);  // (rows, In) x (In, Units)
-      if constexpr (!Activation::kIdentity)
-        host::for_each_index(static_cast<std::size_t>(rows) * Units, kernels::ActivateInPlace<Activation, T>{y});
+      ctx.template affine<Activation>(x, params, params + kWeights, y, rows, In, Units);
     }
 
-    template <class T>
-    static void backward(const T* params, const T* x, const T* y, T* dy, T* dx, T* dparams, int rows) {
+    template <class Ctx, class T>
+    static void backward(Ctx& ctx, const T* params, const T* x, const T* y, T* dy, T* dx, T* dparams, int rows) {
       T* dw = dparams;
       T* db = dparams + kWeights;
       if (rows == 0) {
-        std::memset(static_cast<void*>(dparams), 0, kParams * sizeof(T));
+        ctx.zero(dparams, kParams);
         return;
       }
       if constexpr (!Activation::kIdentity)
-        host::for_each_index(static_cast<std::size_t>(rows) * Units, kernels::ActivationBackward<Activation, T>{y, dy, dy});
-      host::gemm<T>(true, false, In, Units, rows, T(1), x, In, dy, Units, T(0), dw, Units);  // (In, rows) x (rows, Units)
-      std::memcpy(db, dy, Units * sizeof(T));
-      for (int r = 1; r < rows; ++r) {
-        const T* row = dy + static_cast<std::size_t>(r) * Units;
-        for (int j = 0; j < Units; ++j) db[j] += row[j];
-      }
-      if (dx) host::gemm<T>(false, true, rows, In, Units, T(1), dy, Units, params, Units, T(0), dx, In);  // (rows, Units) x (Units, In)
+        ctx.for_each_index(static_cast<std::size_t>(rows) * Units, kernels::ActivationBackward<Activation, T>{y, dy, dy});
+      ctx.gemm(true, false, In, Units, rows, T(1), x, In, dy, Units, T(0), dw, Units);  // (In, rows) x (rows, Units)
+      ctx.column_sums(dy, rows, Units, db);
+      if (dx) ctx.gemm(false, true, rows, In, Units, T(1), dy, Units, params, Units, T(0), dx, In);  // (rows, Units) x (Units, In)
     }
   };
 };

@@ -4,9 +4,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
-#include "lockstep/backend/host/launch.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/layers/layer.hpp"
 
@@ -49,14 +49,14 @@ struct SoftmaxBackwardRow {
 struct Softmax {
   template <int In>
   struct Bind : detail::ParameterFree<In> {
-    template <class T>
-    static void forward(const T*, const T* x, T* y, int rows) {
-      host::for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxRow<T>{x, y, In});
+    template <class Ctx, class T>
+    static void forward(Ctx& ctx, const T*, const T* x, T* y, int rows) {
+      ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxRow<T>{x, y, In});
     }
-    template <class T>
-    static void backward(const T*, const T*, const T* y, T* dy, T* dx, T*, int rows) {
+    template <class Ctx, class T>
+    static void backward(Ctx& ctx, const T*, const T*, const T* y, T* dy, T* dx, T*, int rows) {
       if (!dx) return;
-      host::for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxBackwardRow<T>{y, dy, dx, In});
+      ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxBackwardRow<T>{y, dy, dx, In});
     }
   };
 };

@@ -5,24 +5,49 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lockstep/core/config.hpp"
+
 namespace lockstep {
 
+namespace kernels {
+// 1 if row's largest output is at its label, else 0 (first maximum wins).
+template <class T = float>
+struct AccuracyRow {
+  const T* outputs;
+  const std::int32_t* labels;
+  T* out;
+  int classes;
+  LOCKSTEP_HOST_DEVICE static bool correct(const T* z, int classes, std::int32_t label) {
+    int best = 0;
+    for (int j = 1; j < classes; ++j)
+      if (z[j] > z[best]) best = j;
+    return best == label;
+  }
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t row) const {
+    out[row] = correct(outputs + row * static_cast<std::size_t>(classes), classes, labels[row]) ? T(1) : T(0);
+  }
+};
+}  // namespace kernels
+
 // Fraction of samples whose largest output is at the label (Keras'
-// "accuracy" for sparse labels).
+// "accuracy" for sparse labels). A metric gives its sum over rows on the host
+// (`sum`) and, for device backends, a per-row functor (`row`) whose values a
+// reduction adds up.
 struct Accuracy {
   using label_type = std::int32_t;
   static constexpr const char* kName = "accuracy";
   template <int Classes>
   static double sum(const float* outputs, const std::int32_t* labels, int rows) {
     double correct = 0;
-    for (int r = 0; r < rows; ++r) {
-      const float* z = outputs + static_cast<std::size_t>(r) * Classes;
-      int best = 0;
-      for (int j = 1; j < Classes; ++j)
-        if (z[j] > z[best]) best = j;
-      correct += best == labels[r] ? 1.0 : 0.0;
-    }
+    for (int r = 0; r < rows; ++r)
+      correct += kernels::AccuracyRow<float>::correct(outputs + static_cast<std::size_t>(r) * Classes, Classes, labels[r])
+                     ? 1.0
+                     : 0.0;
     return correct;
+  }
+  template <int Classes>
+  static kernels::AccuracyRow<float> row(const float* outputs, const std::int32_t* labels, float* out) {
+    return {outputs, labels, out, Classes};
   }
 };
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/backend/host/buffer.hpp"
+#include "lockstep/backend/host/context.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/layers/input.hpp"
 #include "lockstep/layers/layer.hpp"
@@ -141,10 +141,11 @@ class Sequential {
 
   // Activations of one replica for up to `capacity` rows, allocated once.
   // T is float for training; the gradient tests use double.
-  template <class T>
+  template <class T, class Ctx = host::Context>
   class BasicWorkspace {
    public:
     using scalar = T;
+    using context = Ctx;
     explicit BasicWorkspace(int capacity = 0) : capacity_(capacity) {
       for (std::size_t i = 0; i < kLayers; ++i)
         acts_[i].resize(static_cast<std::size_t>(capacity) * kWidths[i + 1]);
@@ -160,37 +161,50 @@ class Sequential {
 
    private:
     int capacity_;
-    std::array<host::AlignedBuffer<T>, kLayers> acts_;
-    std::array<host::AlignedBuffer<T>, 2> grads_;
+    std::array<typename Ctx::template buffer<T>, kLayers> acts_;
+    std::array<typename Ctx::template buffer<T>, 2> grads_;
   };
   using Workspace = BasicWorkspace<float>;
 
-  // Runs the layers on x (rows, kInputs); returns the outputs (rows, kOutputs) in ws.
-  template <class T>
-  static const T* forward(const T* params, const T* x, int rows, BasicWorkspace<T>& ws) {
+  // Runs the layers on x (rows, kInputs) through ctx, the backend's context;
+  // returns the outputs (rows, kOutputs) in ws. All pointers are memory of
+  // ctx's backend.
+  template <class Ctx, class T>
+  static const T* forward(Ctx& ctx, const T* params, const T* x, int rows, BasicWorkspace<T, Ctx>& ws) {
     check_rows(rows, ws.capacity());
     for_each_layer([&](auto i) {
       const T* in = i == 0 ? x : ws.activation(i - 1);
-      layer<i>::forward(params + kOffsets[i], in, ws.activation(i), rows);
+      detail::layer_forward<layer<i>>(ctx, params + kOffsets[i], in, ws.activation(i), rows);
     });
     return ws.output();
+  }
+  // The same on the host, on the calling thread.
+  template <class T>
+  static const T* forward(const T* params, const T* x, int rows, BasicWorkspace<T>& ws) {
+    return forward(host::default_context(), params, x, rows, ws);
   }
 
   // Backward from ws.output_grad() after forward on the same x. Writes all of
   // `grads` (kParams) and calls on_ready(offset, count) as each layer's
   // gradient is complete, last layer first, so a collective can start on it.
-  template <class T, class OnReady = detail::NoGradientHook>
-  static void backward(const T* params, const T* x, int rows, BasicWorkspace<T>& ws, T* grads,
+  template <class Ctx, class T, class OnReady = detail::NoGradientHook>
+  static void backward(Ctx& ctx, const T* params, const T* x, int rows, BasicWorkspace<T, Ctx>& ws, T* grads,
                        OnReady&& on_ready = {}) {
     check_rows(rows, ws.capacity());
     int cur = 0;
     for_each_layer_reversed([&](auto i) {
       const T* in = i == 0 ? x : ws.activation(i - 1);
       T* dx = i == 0 ? nullptr : ws.grad(1 - cur);
-      layer<i>::backward(params + kOffsets[i], in, ws.activation(i), ws.grad(cur), dx, grads + kOffsets[i], rows);
+      detail::layer_backward<layer<i>>(ctx, params + kOffsets[i], in, ws.activation(i), ws.grad(cur), dx,
+                                       grads + kOffsets[i], rows);
       on_ready(kOffsets[i], layer<i>::kParams);
       cur = 1 - cur;
     });
+  }
+  template <class T, class OnReady = detail::NoGradientHook>
+  static void backward(const T* params, const T* x, int rows, BasicWorkspace<T>& ws, T* grads,
+                       OnReady&& on_ready = {}) {
+    backward(host::default_context(), params, x, rows, ws, grads, std::forward<OnReady>(on_ready));
   }
 
  private:

@@ -61,7 +61,7 @@ struct Adam {
 
   template <class Backend>
   class State {
-    static_assert(dependent_false<Backend>, "Adam has no state for this backend yet: train with a Host strategy.");
+    static_assert(dependent_false<Backend>, "Adam has no state for this backend here: for Cuda include <lockstep/cuda.hpp> and compile with nvcc.");
   };
 };
 
@@ -69,6 +69,10 @@ template <>
 class Adam::State<Host> {
  public:
   State(const Adam&, std::size_t params) : m_(params), v_(params), size_(params) {}
+  template <class Ctx>
+  void step(Ctx&, const Adam& opt, float* params, const float* grads) {
+    step(opt, params, grads);
+  }
   void step(const Adam& opt, float* params, const float* grads) {
     ++iterations_;
     host::for_each_index(size_, kernels::AdamStep{params, grads, m_.data(), v_.data(), opt.alpha(iterations_),

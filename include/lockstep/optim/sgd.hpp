@@ -48,7 +48,7 @@ struct Sgd {
 
   template <class Backend>
   class State {
-    static_assert(dependent_false<Backend>, "Sgd has no state for this backend yet: train with a Host strategy.");
+    static_assert(dependent_false<Backend>, "Sgd has no state for this backend here: for Cuda include <lockstep/cuda.hpp> and compile with nvcc.");
   };
 };
 
@@ -56,6 +56,10 @@ template <>
 class Sgd::State<Host> {
  public:
   State(const Sgd& opt, std::size_t params) : velocity_(opt.momentum > 0 ? params : 0), size_(params) {}
+  template <class Ctx>
+  void step(Ctx&, const Sgd& opt, float* params, const float* grads) {
+    step(opt, params, grads);
+  }
   void step(const Sgd& opt, float* params, const float* grads) {
     if (opt.momentum > 0) {
       if (velocity_.size() != size_) velocity_.resize(size_);  // momentum switched on between fits

@@ -1,0 +1,89 @@
+// host::Context: what a layer, loss or optimizer calls to compute on the host
+// backend. cuda::Context (backend/cuda/context.cuh) has the same members,
+// run on a replica's stream, so layers are written once for both backends:
+//   template <class Ctx, class T> static void forward(Ctx& ctx, ...);
+// The host context holds nothing: its work runs on the calling thread.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+
+#include "lockstep/backend/host/buffer.hpp"
+#include "lockstep/backend/host/gemm.hpp"
+#include "lockstep/backend/host/launch.hpp"
+#include "lockstep/layers/activations.hpp"
+
+namespace lockstep {
+struct Host;
+}
+
+namespace lockstep::host {
+
+class Context {
+ public:
+  using backend = ::lockstep::Host;
+  // Memory a replica computes on (parameters, activations, gradients).
+  template <class T>
+  using buffer = AlignedBuffer<T>;
+
+  // Row-major C(m,n) = alpha op(A) op(B) + beta C.
+  template <class T>
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
+            T beta, T* c, int ldc) {
+    host::gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+
+  // y(rows, out) = Act(x(rows, in) w(in, out) + b(out)): Dense's forward.
+  template <class Act, class T>
+  void affine(const T* x, const T* w, const T* b, T* y, int rows, int in, int out) {
+    const std::size_t width = static_cast<std::size_t>(out);
+    for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<std::size_t>(r) * width, b, width * sizeof(T));
+    gemm<T>(false, false, rows, out, in, T(1), x, in, w, out, T(1), y, out);
+    if constexpr (!Act::kIdentity)
+      for_each_index(static_cast<std::size_t>(rows) * width, kernels::ActivateInPlace<Act, T>{y});
+  }
+
+  // out(cols) = the sum over rows of m(rows, cols): a bias gradient.
+  template <class T>
+  void column_sums(const T* m, int rows, int cols, T* out) {
+    const std::size_t width = static_cast<std::size_t>(cols);
+    if (rows == 0) {
+      zero(out, width);
+      return;
+    }
+    std::memcpy(out, m, width * sizeof(T));
+    for (int r = 1; r < rows; ++r) {
+      const T* row = m + static_cast<std::size_t>(r) * width;
+      for (std::size_t j = 0; j < width; ++j) out[j] += row[j];
+    }
+  }
+
+  // f(i) for i in [0, n); f touches element i only.
+  template <class F>
+  void for_each_index(std::size_t n, const F& f) {
+    host::for_each_index(n, f);
+  }
+  // f(row) for row in [0, rows).
+  template <class F>
+  void for_each_row(std::size_t rows, const F& f) {
+    host::for_each_row(rows, f);
+  }
+
+  template <class T>
+  void zero(T* p, std::size_t n) {
+    if (n) std::memset(static_cast<void*>(p), 0, n * sizeof(T));
+  }
+  // Copies n elements between two buffers of this backend.
+  template <class T>
+  void copy(T* dst, const T* src, std::size_t n) {
+    if (n) std::memcpy(static_cast<void*>(dst), src, n * sizeof(T));
+  }
+};
+
+// The context of code written before contexts existed (Model::forward without one).
+inline Context& default_context() {
+  static thread_local Context ctx;
+  return ctx;
+}
+
+}  // namespace lockstep::host

@@ -1,0 +1,41 @@
+// The contract between the Trainer's loop and a backend. The Trainer (fit /
+// evaluate / predict, callbacks, logs, the progress bar) is written once; what
+// runs the replicas of one backend is an Executor<Backend, ...>, chosen at
+// compile time from the strategy's backend (no runtime dispatch):
+//   Executor(const Strategy&, const Optimizer&)
+//   int replicas(), global_replicas(), process_rank()
+//   group()                                    the collective's Group: the
+//                                              process-level broadcast, sums and checks
+//   begin_fit<Model>(model, optimizer, capacity, label_width)
+//   train_step<Model>(optimizer, data, batch, next_batch) -> const float*
+//       one synchronous step; returns the step's reduced loss and metric sums
+//   evaluate<Model>(params or nullptr for the trained ones, data, batch) -> sums
+//   end_fit<Model>(model)                      the trained parameters into model
+//   predict<Model>(params, features, samples, batch) -> outputs
+// The host's is in train/host_executor.hpp; the CUDA one in
+// train/cuda_executor.cuh, included by <lockstep/cuda.hpp>.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace lockstep {
+
+// The sample indices of one global batch.
+struct StepBatch {
+  const std::uint32_t* indices = nullptr;
+  std::size_t count = 0;
+};
+
+namespace detail {
+template <class Backend, class Strategy, class Optimizer, class Loss, class MetricList>
+class Executor;
+
+template <class T, class = void>
+struct is_complete : std::false_type {};
+template <class T>
+struct is_complete<T, std::void_t<decltype(sizeof(T))>> : std::true_type {};
+}  // namespace detail
+
+}  // namespace lockstep
