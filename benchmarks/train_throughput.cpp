@@ -1,14 +1,18 @@
 // Training throughput of the Fashion-MNIST model (784-256-10, Adam) on
 // synthetic data of the same shape: samples/s and ms per synchronous step.
-// usage: train_throughput [--strategy mirrored|central|multiworker] [--replicas N]
+// usage: train_throughput [--backend host|cuda] [--strategy mirrored|central|multiworker]
+//                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--blas-threads T]
 // multiworker runs under mpirun; --replicas is then per process, B global.
+// --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
+// with the chosen collective; it prints the model TFLOP/s instead of mfu.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <lockstep/lockstep.hpp>
@@ -16,6 +20,9 @@
 #include "gemm_timing.hpp"
 #if defined(LOCKSTEP_HAVE_MPI)
 #include <lockstep/mpi.hpp>
+#endif
+#if defined(LOCKSTEP_HAVE_CUDA)
+#include <lockstep/cuda.hpp>
 #endif
 
 namespace {
@@ -34,7 +41,8 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps, i
 
   Model model{0};
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
-  if (blas_threads > 0) host::set_blas_threads(blas_threads);  // instead of cores / replicas
+  constexpr bool kHost = std::is_same_v<typename Strategy::backend, Host>;
+  if (kHost && blas_threads > 0) host::set_blas_threads(blas_threads);  // instead of cores / replicas
   FitOptions options;
   options.batch_size = batch;
   options.verbose = false;
@@ -44,12 +52,19 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps, i
   trainer.fit(model, data, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (trainer.process_rank() != 0) return 0;
+  const double samples_per_s = static_cast<double>(samples) / seconds;
+  if constexpr (!kHost) {
+    std::printf("backend=cuda strategy=%s replicas=%d batch_size=%zu steps=%d\n", name, trainer.global_replicas(),
+                batch, steps);
+    std::printf("samples_per_s=%.0f step_ms=%.4f model_tflops=%.3f\n", samples_per_s, seconds * 1e3 / steps,
+                samples_per_s * Model::kTrainFlopsPerSample * 1e-12);
+    return 0;
+  }
   // Model FLOP utilisation: training FLOPs per second over the SGEMM peak of
   // this machine, measured here with all cores (benchmarks/gemm_peak).
   host::set_blas_threads(Host::hardware_threads());
   const double peak = bench::sgemm_peak_gflops();
-  const double samples_per_s = static_cast<double>(samples) / seconds;
-  std::printf("strategy=%s replicas=%d batch_size=%zu steps=%d blas=%d sgemm_peak_gflops=%.1f\n", name,
+  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d blas=%d sgemm_peak_gflops=%.1f\n", name,
               trainer.global_replicas(), batch, steps, host::kHaveBlas ? 1 : 0, peak);
   std::printf("samples_per_s=%.0f step_ms=%.4f mfu=%.3f\n", samples_per_s, seconds * 1e3 / steps,
               samples_per_s * Model::kTrainFlopsPerSample * 1e-9 / peak);
@@ -62,13 +77,13 @@ int main(int argc, char** argv) {
   using namespace lockstep;
   int replicas = 1, steps = 200, blas_threads = 0;
   std::size_t batch = 128;
-  std::string strategy = "mirrored";
+  std::string strategy = "mirrored", backend = "host", collective = "nccl";
   try {
     for (int i = 1; i < argc; i += 2) {
       const std::string flag = argv[i];
       require(i + 1 < argc, flag, " needs a value");
-      if (flag == "--strategy") {
-        strategy = argv[i + 1];
+      if (flag == "--strategy" || flag == "--backend" || flag == "--collective") {
+        (flag == "--strategy" ? strategy : flag == "--backend" ? backend : collective) = argv[i + 1];
         continue;
       }
       const long v = std::strtol(argv[i + 1], nullptr, 10);
@@ -77,8 +92,23 @@ int main(int argc, char** argv) {
       else if (flag == "--batch-size") batch = static_cast<std::size_t>(v);
       else if (flag == "--steps") steps = static_cast<int>(v);
       else if (flag == "--blas-threads") blas_threads = static_cast<int>(v);
-      else fail("unknown flag '", flag, "'; expected --strategy, --replicas, --batch-size, --steps or --blas-threads");
+      else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
+                "--steps or --blas-threads");
     }
+    if (backend == "cuda") {
+#if defined(LOCKSTEP_HAVE_CUDA)
+      require(strategy == "mirrored", "--strategy ", strategy, ": the cuda backend runs mirrored");
+      if (collective == "hierarchical")
+        return measure(MirroredPolicy<HierarchicalCopyAllReduce>{replicas}, "mirrored-hierarchical", batch, steps, 0);
+      if (collective == "one_device")
+        return measure(MirroredPolicy<ReductionToOneDevice<>>{replicas}, "mirrored-one_device", batch, steps, 0);
+      require(collective == "nccl", "--collective: '", collective, "', expected nccl, hierarchical or one_device");
+      return measure(MirroredPolicy<NcclAllReduce>{replicas}, "mirrored-nccl", batch, steps, 0);
+#else
+      fail("--backend cuda: this build has no CUDA backend; run build/cuda/benchmarks/train_throughput_cuda");
+#endif
+    }
+    require(backend == "host", "--backend: '", backend, "', expected host or cuda");
     if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", batch, steps, blas_threads);
     if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", batch, steps, blas_threads);
 #if defined(LOCKSTEP_HAVE_MPI)

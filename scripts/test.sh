@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, configures, builds and runs the whole test suite
-# on the host (CPU) preset. Extra arguments go to ctest, e.g.
+# on the host (CPU) preset; then, where nvcc is found, compiles every CUDA
+# example, benchmark and test (the cuda preset) and runs the gpu tests, which
+# report as skipped on a machine without a GPU. Extra arguments go to the host
+# ctest, e.g.
 #   scripts/test.sh -R 'data:'      scripts/test.sh -LE e2e
+# LOCKSTEP_SKIP_CUDA=1 leaves the CUDA build out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,3 +18,17 @@ cmake --build --preset host -j 2
 
 echo "==> [4/4] test (ctest --preset host -j 2${*:+ $*})"
 ctest --preset host -j 2 "$@"
+
+if [[ ${LOCKSTEP_SKIP_CUDA:-0} == 1 ]]; then
+  echo "==> cuda: skipped (LOCKSTEP_SKIP_CUDA=1)"
+elif command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  command -v nvcc >/dev/null 2>&1 || export PATH=/usr/local/cuda/bin:$PATH
+  echo "==> [cuda 1/3] configure (cmake --preset cuda)"
+  cmake --preset cuda
+  echo "==> [cuda 2/3] compile every CUDA target with nvcc (cmake --build --preset cuda --target lockstep_cuda_all)"
+  cmake --build --preset cuda --target lockstep_cuda_all
+  echo "==> [cuda 3/3] gpu tests (ctest --preset cuda -L gpu): skipped where no GPU is visible"
+  ctest --preset cuda -L gpu
+else
+  echo "==> cuda: nvcc not found, the CUDA backend was not compiled"
+fi

@@ -1,6 +1,8 @@
 // Trains the model of TensorFlow's MirroredStrategy guide (Dense 256 relu,
 // Dense 10, Adam, sparse categorical cross-entropy) on Fashion-MNIST with
-// MirroredPolicy<HostAllReduce>, and prints the test accuracy last.
+// MirroredPolicy<HostAllReduce> (or, built by nvcc as fashion_mnist_cuda,
+// MirroredPolicy<NcclAllReduce> on the GPUs), and prints the test accuracy last.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -9,6 +11,9 @@
 #include <lockstep/lockstep.hpp>
 #if defined(LOCKSTEP_HAVE_MPI)
 #include <lockstep/mpi.hpp>
+#endif
+#if defined(LOCKSTEP_HAVE_CUDA)
+#include <lockstep/cuda.hpp>
 #endif
 
 namespace {
@@ -20,14 +25,22 @@ struct Flags {
   std::string data = lockstep::kDebianFashionMnistDir;
   std::uint64_t seed = 0;
   std::string strategy = "mirrored";
+  std::string backend = "host";
+  std::string collective = "nccl";
+  bool replicas_given = false;
 };
 
 const char* kUsage =
-    "usage: fashion_mnist [--strategy mirrored|central|multiworker] [--replicas N] [--epochs E]\n"
-    "                     [--batch-size B] [--data DIR] [--seed S]\n"
+    "usage: fashion_mnist [--backend host|cuda] [--strategy mirrored|central|multiworker] [--replicas N]\n"
+    "                     [--collective nccl|hierarchical|one_device] [--epochs E] [--batch-size B]\n"
+    "                     [--data DIR] [--seed S]\n"
+    "  --backend B     host (CPU threads) or cuda (GPUs; builds made by nvcc, the default there\n"
+    "                  when a GPU is visible)\n"
     "  --strategy S    mirrored (default), central (CentralStoragePolicy) or multiworker\n"
     "                  (MultiWorkerMirroredPolicy<MpiAllReduce>: start with mpirun -np P)\n"
-    "  --replicas N    host replicas (threads) per process, default 2\n"
+    "  --replicas N    host replicas (threads) per process, default 2; with cuda, GPUs 0..N-1,\n"
+    "                  default every visible GPU\n"
+    "  --collective C  with cuda: nccl (default), hierarchical or one_device\n"
     "  --epochs E      default 10\n"
     "  --batch-size B  global batch, split over the replicas, default 128\n"
     "  --data DIR      Fashion-MNIST IDX files (.gz or plain), default /usr/share/datasets/fashion-mnist\n"
@@ -50,12 +63,26 @@ Flags parse(int argc, char** argv) {
     }
     lockstep::require(flag.rfind("--", 0) == 0 && (flag == "--replicas" || flag == "--epochs" ||
                                                    flag == "--batch-size" || flag == "--data" || flag == "--seed" ||
-                                                   flag == "--strategy"),
+                                                   flag == "--strategy" || flag == "--backend" ||
+                                                   flag == "--collective"),
                       "unknown flag '", flag,
-                      "'; expected one of --strategy --replicas --epochs --batch-size --data --seed");
+                      "'; expected one of --backend --strategy --replicas --collective --epochs --batch-size --data "
+                      "--seed");
     lockstep::require(i + 1 < argc, flag, " needs a value");
     const std::string value = argv[++i];
-    if (flag == "--replicas") f.replicas = static_cast<int>(parse_integer(flag, value, 1));
+    if (flag == "--replicas") {
+      f.replicas = static_cast<int>(parse_integer(flag, value, 1));
+      f.replicas_given = true;
+    }
+    if (flag == "--backend") {
+      lockstep::require(value == "host" || value == "cuda", "--backend: '", value, "', expected host or cuda");
+      f.backend = value;
+    }
+    if (flag == "--collective") {
+      lockstep::require(value == "nccl" || value == "hierarchical" || value == "one_device", "--collective: '", value,
+                        "', expected nccl, hierarchical or one_device");
+      f.collective = value;
+    }
     if (flag == "--epochs") f.epochs = static_cast<int>(parse_integer(flag, value, 0));
     if (flag == "--batch-size") f.batch_size = static_cast<std::size_t>(parse_integer(flag, value, 1));
     if (flag == "--data") f.data = value;
@@ -67,6 +94,14 @@ Flags parse(int argc, char** argv) {
     }
   }
   return f;
+}
+
+// Which backend runs when --backend is not given: cuda where this build has
+// it and a GPU is visible.
+[[maybe_unused]] bool backend_given(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--backend") return true;
+  return false;
 }
 
 }  // namespace
@@ -87,19 +122,46 @@ int train(const Flags& flags, Strategy strategy) {
   options.epochs = flags.epochs;
   options.batch_size = flags.batch_size;
   options.seed = flags.seed;
+  const auto start = std::chrono::steady_clock::now();
   trainer.fit(model, train, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const Logs result = trainer.evaluate(model, test);
   // example-end fashion_mnist
-  if (trainer.process_rank() == 0)
+  if (trainer.process_rank() == 0) {
+    const double steps = static_cast<double>(flags.epochs) *
+                         static_cast<double>((train.size() + flags.batch_size - 1) / flags.batch_size);
+    std::printf("backend=%s replicas=%d fit_seconds=%.3f samples_per_s=%.0f step_ms=%.4f\n",
+                Strategy::backend::kName, trainer.global_replicas(), seconds,
+                static_cast<double>(flags.epochs) * static_cast<double>(train.size()) / seconds,
+                steps > 0 ? 1e3 * seconds / steps : 0.0);
     std::printf("test_accuracy=%.4f test_loss=%.4f\n", result["accuracy"], result["loss"]);
+  }
   return 0;
 }
 
 int main(int argc, char** argv) {
   try {
-    const Flags flags = parse(argc, argv);
+    Flags flags = parse(argc, argv);
     using namespace lockstep;
+#if defined(LOCKSTEP_HAVE_CUDA)
+    if (!backend_given(argc, argv) && gpu::visible_devices() > 0) flags.backend = "cuda";
+    if (flags.backend == "cuda") {
+      require(flags.strategy == "mirrored", "--strategy ", flags.strategy,
+              ": the cuda backend runs --strategy mirrored (multiworker and central over GPUs are not built yet)");
+      // Every visible GPU unless --replicas names how many.
+      const int gpus = flags.replicas_given ? flags.replicas : 0;
+      auto on = [&](auto policy) { return train(flags, policy); };
+      if (flags.collective == "hierarchical")
+        return on(gpus ? MirroredPolicy<HierarchicalCopyAllReduce>{gpus} : MirroredPolicy<HierarchicalCopyAllReduce>{});
+      if (flags.collective == "one_device")
+        return on(gpus ? MirroredPolicy<ReductionToOneDevice<>>{gpus} : MirroredPolicy<ReductionToOneDevice<>>{});
+      return on(gpus ? MirroredPolicy<NcclAllReduce>{gpus} : MirroredPolicy<NcclAllReduce>{});
+    }
+#else
+    require(flags.backend == "host", "--backend cuda: this build has no CUDA backend; build the cuda preset "
+                                     "(cmake --preset cuda) and run build/cuda/examples/fashion_mnist_cuda");
+#endif
     if (flags.strategy == "central") return train(flags, CentralStoragePolicy{flags.replicas});
     if (flags.strategy == "multiworker") {
 #if defined(LOCKSTEP_HAVE_MPI)

@@ -1,5 +1,6 @@
 // lockstep: synchronous data-parallel training, composed at compile time.
-// This umbrella header brings every host part (the CUDA backend is planned).
+// This umbrella header brings every host part; <lockstep/cuda.hpp> adds the
+// CUDA backend (compiled by nvcc).
 #pragma once
 
 #include "lockstep/core/config.hpp"
@@ -23,8 +24,10 @@
 #include "lockstep/optim/adam.hpp"
 #include "lockstep/optim/sgd.hpp"
 
+#include "lockstep/collective/hierarchical_copy_all_reduce.hpp"
 #include "lockstep/collective/host_all_reduce.hpp"
 #include "lockstep/collective/nccl_all_reduce.hpp"
+#include "lockstep/collective/reduction_to_one_device.hpp"
 #include "lockstep/strategy/central_storage.hpp"
 #include "lockstep/strategy/mirrored.hpp"
 #include "lockstep/strategy/multi_worker_mirrored.hpp"

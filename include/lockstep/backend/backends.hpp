@@ -17,8 +17,16 @@ struct Host {
   }
 };
 
-// CUDA devices: include/lockstep/backend/cuda/ (declared here so that policy
-// types naming it are valid in a host-only build).
-struct Cuda;
+// CUDA devices: include/lockstep/backend/cuda/, brought by <lockstep/cuda.hpp>
+// and compiled by nvcc. The tag is defined here so that policy types naming
+// it are valid in a host-only build.
+struct Cuda {
+  static constexpr const char* kName = "cuda";
+};
+
+// What a strategy does when its GPUs differ in compute capability: refuse
+// (the default: their kernels and speeds differ, so replicas would not run in
+// step), or allow it with a warning.
+enum class Heterogeneous { kError, kAllow };
 
 }  // namespace lockstep

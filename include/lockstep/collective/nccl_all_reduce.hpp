@@ -1,6 +1,8 @@
-// NcclAllReduce: the CUDA replicas' all-reduce through NCCL. Declared here so
-// that Trainer<MirroredPolicy<NcclAllReduce>, Adam> names a valid type in every
-// build; its Group will come with the CUDA backend (not built yet).
+// NcclAllReduce: the CUDA replicas' all-reduce through NCCL, one communicator
+// per GPU (ncclCommInitAll), one replica per GPU. Only declared here, without
+// CUDA headers, so that Trainer<MirroredPolicy<NcclAllReduce>, Adam> names a
+// valid type in every build; the Group is defined in nccl_all_reduce.cuh,
+// which needs nvcc and NCCL (link lockstep::cuda).
 #pragma once
 
 #include "lockstep/backend/backends.hpp"

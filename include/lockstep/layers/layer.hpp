@@ -6,7 +6,7 @@
 //   backward(ctx, params, x, y, dy, dx, dparams, rows)
 //       given dy = dLoss/dy (may be overwritten), writes dparams and, when dx is
 //       not null, dLoss/dx.
-// ctx is the backend's context (host::Context, cuda::Context): the layer
+// ctx is the backend's context (host::Context, gpu::Context): the layer
 // computes through its gemm / affine / for_each_index members, so one layer
 // runs on every backend. A layer written without ctx (forward(params, x, y,
 // rows)) still runs on the host backend.

@@ -22,7 +22,7 @@ struct AdamStep {
   const float* g;
   float* m;
   float* v;
-  float alpha, beta_1, beta_2, epsilon;
+  float alpha, beta_1, beta_2, epsilon;  // alpha: the step size of this update
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
     const float gi = g[i];
     const float mi = beta_1 * m[i] + (1.0f - beta_1) * gi;

@@ -1,7 +1,13 @@
 // MirroredPolicy<Collective>: N replicas in one process, each with a mirror of
 // every variable, gradients combined by Collective every step, the same update
-// applied on every replica (tf.distribute.MirroredStrategy).
+// applied on every replica (tf.distribute.MirroredStrategy). The backend
+// follows from the collective: HostAllReduce replicas are CPU threads,
+// NcclAllReduce replicas are GPUs.
 #pragma once
+
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "lockstep/backend/backends.hpp"
 #include "lockstep/collective/collective.hpp"
@@ -20,16 +26,29 @@ class MirroredPolicy {
   using backend = typename Collective::backend;
   static constexpr const char* kName = "MirroredPolicy";
 
-  // One replica per hardware thread, as MirroredStrategy takes every device.
-  MirroredPolicy() : MirroredPolicy(Host::hardware_threads()) {}
+  // Every device, as MirroredStrategy takes them all: one replica per
+  // hardware thread on the host, every visible GPU on CUDA.
+  MirroredPolicy() : replicas_(std::is_same_v<backend, Host> ? Host::hardware_threads() : 0) {}
+  // `replicas` replicas: threads on the host, GPUs 0..replicas-1 on CUDA.
   explicit MirroredPolicy(int replicas) : replicas_(replicas) {
     require(replicas >= 1, "MirroredPolicy: ", replicas, " replicas, expected at least 1");
   }
+  // One replica on each listed GPU (CUDA), e.g. MirroredPolicy<NcclAllReduce>({0, 2}).
+  explicit MirroredPolicy(std::vector<int> devices, Heterogeneous heterogeneous = Heterogeneous::kError)
+      : replicas_(static_cast<int>(devices.size())), devices_(std::move(devices)), heterogeneous_(heterogeneous) {
+    require(!devices_.empty(), "MirroredPolicy: an empty device list, expected at least one device index");
+  }
 
+  // 0 on CUDA means every visible GPU (counted when the trainer starts).
   int replicas() const { return replicas_; }
+  // The GPUs asked for; empty means 0..replicas()-1, or all of them.
+  const std::vector<int>& devices() const { return devices_; }
+  Heterogeneous heterogeneous() const { return heterogeneous_; }
 
  private:
   int replicas_;
+  std::vector<int> devices_;
+  Heterogeneous heterogeneous_ = Heterogeneous::kError;
 };
 
 }  // namespace lockstep

@@ -1,5 +1,5 @@
 // host::Context: what a layer, loss or optimizer calls to compute on the host
-// backend. cuda::Context (backend/cuda/context.cuh) has the same members,
+// backend. gpu::Context (backend/cuda/context.cuh) has the same members,
 // run on a replica's stream, so layers are written once for both backends:
 //   template <class Ctx, class T> static void forward(Ctx& ctx, ...);
 // The host context holds nothing: its work runs on the calling thread.

@@ -1,0 +1,2 @@
+// train_throughput compiled by nvcc: adds --backend cuda.
+#include "train_throughput.cpp"

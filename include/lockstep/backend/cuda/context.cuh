@@ -1,0 +1,136 @@
+// gpu::Context: what a layer, loss or optimizer calls to compute on one
+// replica's GPU. It has the members of host::Context (backend/host/context.hpp),
+// so layers written as
+//   template <class Ctx, class T> static void forward(Ctx& ctx, ...);
+// run on both backends. Every call only enqueues work on the context's stream
+// and returns; synchronize() waits for it. Calls need the context's device to
+// be current on the calling thread (replica threads make it current once).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/cuda/blas.cuh"
+#include "lockstep/backend/cuda/buffer.cuh"
+#include "lockstep/backend/cuda/check.cuh"
+#include "lockstep/backend/cuda/device.cuh"
+#include "lockstep/backend/cuda/launch.cuh"
+#include "lockstep/backend/cuda/stream.cuh"
+#include "lockstep/core/config.hpp"
+#include "lockstep/layers/activations.hpp"
+
+namespace lockstep::kernels {
+
+// out[j] = the sum over rows of m(rows, cols)[., j]: one thread per column, so
+// neighbouring threads read neighbouring addresses of each row (coalesced), and
+// rows are added in order from row 0, the host's order. rows == 0 gives 0.
+template <class T = float>
+struct ColumnSum {
+  const T* m;
+  T* out;
+  int rows;
+  int cols;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::size_t width = static_cast<std::size_t>(cols);
+    T sum = 0;
+    for (int r = 0; r < rows; ++r) sum += m[static_cast<std::size_t>(r) * width + j];
+    out[j] = sum;
+  }
+};
+
+}  // namespace lockstep::kernels
+
+namespace lockstep::gpu {
+
+class Context {
+ public:
+  using backend = ::lockstep::Cuda;
+  // Memory a replica computes on (parameters, activations, gradients).
+  template <class T>
+  using buffer = DeviceBuffer<T>;
+
+  // A context on `device`, with its own stream and cuBLAS handles there.
+  explicit Context(int device) : Context(device, DeviceGuard(existing(device))) {}
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  Context(Context&&) noexcept = default;
+  Context& operator=(Context&&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  Blas& blas() { return blas_; }
+  // TF32 tensor cores for gemm and affine (see Blas::set_tf32); off by default.
+  void set_tf32(bool on) { blas_.set_tf32(on); }
+  // Waits until everything enqueued so far has run; reports its errors.
+  void synchronize() { stream_.synchronize(); }
+
+  // Row-major C(m,n) = alpha op(A) op(B) + beta C.
+  template <class T>
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
+            T beta, T* c, int ldc) {
+    static_assert(std::is_same_v<T, float>,
+                  "gpu::Context::gemm: the CUDA backend computes in float only (double, used by the gradient "
+                  "checks, runs on host::Context)");
+    if constexpr (std::is_same_v<T, float>)  // so that other types get only the assertion's message
+      blas_.gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+
+  // y(rows, out) = Act(x(rows, in) w(in, out) + b(out)): Dense's forward.
+  template <class Act, class T>
+  void affine(const T* x, const T* w, const T* b, T* y, int rows, int in, int out) {
+    static_assert(std::is_same_v<T, float>,
+                  "gpu::Context::affine: the CUDA backend computes in float only (double, used by the gradient "
+                  "checks, runs on host::Context)");
+    if constexpr (std::is_same_v<T, float>) blas_.affine<Act>(x, w, b, y, rows, in, out);
+  }
+
+  // out(cols) = the sum over rows of m(rows, cols): a bias gradient.
+  template <class T>
+  void column_sums(const T* m, int rows, int cols, T* out) {
+    require(rows >= 0 && cols >= 0, "cuda column_sums: rows = ", rows, ", cols = ", cols, ", expected >= 0");
+    gpu::for_each_index(stream_.get(), static_cast<std::size_t>(cols), kernels::ColumnSum<T>{m, out, rows, cols});
+  }
+
+  // f(i) for i in [0, n); f touches element i only.
+  template <class F>
+  void for_each_index(std::size_t n, const F& f) {
+    gpu::for_each_index(stream_.get(), n, f);
+  }
+  // f(row) for row in [0, rows).
+  template <class F>
+  void for_each_row(std::size_t rows, const F& f) {
+    gpu::for_each_row(stream_.get(), rows, f);
+  }
+
+  template <class T>
+  void zero(T* p, std::size_t n) {
+    if (n) LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(static_cast<void*>(p), 0, n * sizeof(T), stream_.get()));
+  }
+  // Copies n elements between two buffers of this device.
+  template <class T>
+  void copy(T* dst, const T* src, std::size_t n) {
+    if (n)
+      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(static_cast<void*>(dst), static_cast<const void*>(src), n * sizeof(T),
+                                          cudaMemcpyDeviceToDevice, stream_.get()));
+  }
+
+ private:
+  // Checked here so that a wrong index reads "device 3 does not exist: ..."
+  // rather than cudaSetDevice's "invalid device ordinal".
+  static int existing(int device) {
+    std::string why;
+    detail::require_exists("gpu::Context", device, detail::device_count(&why), why);
+    return device;
+  }
+  // The guard keeps `device` current while the members are built (the
+  // temporary lives until this constructor returns), then restores the caller's.
+  Context(int device, const DeviceGuard&) : device_(device) { blas_.set_stream(stream_.get()); }
+
+  int device_;
+  Stream stream_;
+  Blas blas_;
+};
+
+}  // namespace lockstep::gpu

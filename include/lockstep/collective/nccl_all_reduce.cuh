@@ -1,0 +1,91 @@
+// NcclAllReduce::Group: one NCCL communicator per replica GPU, made together
+// by ncclCommInitAll; each replica's own host thread then calls ncclAllReduce
+// in place on its own communicator and stream. NCCL's rules this relies on
+// (NCCL user guide): separate threads must use separate communicators, and no
+// two communicators of this group share a device ("Thread Safety"); one GPU
+// may not be two ranks of one communicator ("Creating a Communicator": it may
+// hang), so a duplicate device is an Error here; captured NCCL calls are
+// supported in CUDA graphs when every rank captures, and a multi-threaded
+// process must capture in cudaStreamCaptureModeThreadLocal, which
+// lockstep::gpu::Graph uses ("Using NCCL with CUDA Graphs").
+#pragma once
+
+#include "lockstep/backend/cuda/check.cuh"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/backend/cuda/stream.cuh"
+#include "lockstep/collective/nccl_all_reduce.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep {
+
+class NcclAllReduce::Group {
+ public:
+  // The trainer may record all_reduce in a CUDA graph: NCCL kernels are captured like any other.
+  static constexpr bool kCapturable = true;
+  // The trainer may reduce layer by layer, overlapping the backward pass: every call is independent.
+  static constexpr bool kPartial = true;
+
+  // Replica r runs on devices[r]; every device at most once.
+  explicit Group(const std::vector<int>& devices) : devices_(devices) {
+    require(!devices.empty(), "NcclAllReduce: no devices given, expected one GPU per replica");
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      for (std::size_t q = 0; q < r; ++q)
+        require(devices[q] != devices[r], "NcclAllReduce: GPU ", devices[r], " is given to replicas ", q, " and ", r,
+                ", but NCCL needs one replica per GPU (one GPU cannot be two ranks of a communicator); put several "
+                "replicas on one GPU with HierarchicalCopyAllReduce or ReductionToOneDevice");
+    int visible = 0;
+    LOCKSTEP_CUDA_CHECK(cudaGetDeviceCount(&visible));
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      require(devices[r] >= 0 && devices[r] < visible, "NcclAllReduce: replica ", r, " is on GPU ", devices[r],
+              ", expected a GPU in [0, ", visible, ")");
+    comms_.assign(devices.size(), nullptr);
+    int current = 0;
+    LOCKSTEP_CUDA_CHECK(cudaGetDevice(&current));
+    gpu::DeviceGuard keep(current);  // ncclCommInitAll visits every device; the caller's stays current
+    LOCKSTEP_NCCL_CHECK(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
+  }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  ~Group() {
+    // Waits for this group's outstanding operations; never throws (a destructor).
+    for (ncclComm_t comm : comms_)
+      if (comm) ncclCommDestroy(comm);
+  }
+
+  int size() const { return static_cast<int>(devices_.size()); }
+  const std::vector<int>& devices() const { return devices_; }
+
+  // Enqueues the in-place sum of every replica's `data` on `stream`, replica
+  // r's stream on devices[r]. Every replica must call it, each from its own
+  // thread, with the same count; the calls of one step may come in any order
+  // across threads, as NCCL matches them by communicator.
+  void all_reduce(int replica, float* data, std::size_t count, cudaStream_t stream) {
+    require(replica >= 0 && replica < size(), "NcclAllReduce: replica ", replica, ", expected one in [0, ", size(),
+            ")");
+    if (count == 0) return;  // every replica skips it alike, so no rank waits for another
+    LOCKSTEP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat, ncclSum,
+                                      comms_[static_cast<std::size_t>(replica)], stream));
+  }
+
+  // No replica waits on the host inside all_reduce, so there is nothing to release.
+  void abort() {}
+
+  // One process holds every replica: the process-level operations are identities.
+  int process_rank() const { return 0; }
+  int process_count() const { return 1; }
+  int processes_on_this_node() const { return 1; }
+  void broadcast_from_root(void*, std::size_t) {}
+  void sum_across_processes(double*, std::size_t) {}
+  void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
+  void end_job_after_failure(const char*) {}
+
+ private:
+  std::vector<int> devices_;
+  std::vector<ncclComm_t> comms_;
+};
+
+}  // namespace lockstep

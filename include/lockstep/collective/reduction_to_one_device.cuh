@@ -1,0 +1,56 @@
+// ReductionToOneDevice<Cuda>::Group: every replica's buffer is peer-copied
+// into scratch on devices[0], added there in replica order on replica 0's
+// stream, and every other replica copies the result back from replica 0. The
+// peer-copy engine (events between the replicas' streams, host barriers
+// between the steps) is HierarchicalCopyAllReduce's with a single part owned
+// by replica 0; see hierarchical_copy_all_reduce.cuh. Needs (N - 1) x count
+// floats of scratch on devices[0].
+#pragma once
+
+#include "lockstep/backend/cuda/check.cuh"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/collective/hierarchical_copy_all_reduce.cuh"
+#include "lockstep/collective/reduction_to_one_device.hpp"
+
+namespace lockstep {
+
+class ReductionToOneDevice<Cuda>::Group {
+ public:
+  // Its replicas meet at host barriers inside all_reduce, which a graph replay would skip.
+  static constexpr bool kCapturable = false;
+  // Three host barriers a call: the trainer reduces the whole gradient once per step.
+  static constexpr bool kPartial = false;
+
+  // Replica r runs on devices[r]; a device may appear several times.
+  explicit Group(const std::vector<int>& devices) : engine_(kName, devices, 1) {}
+
+  int size() const { return engine_.size(); }
+  const std::vector<int>& devices() const { return engine_.devices(); }
+
+  // Every replica calls it from its own thread (devices[replica] current) with
+  // the same count; when `stream`'s work completes every buffer holds the sum.
+  void all_reduce(int replica, float* data, std::size_t count, cudaStream_t stream) {
+    engine_.all_reduce(replica, data, count, stream);
+  }
+
+  // Releases replicas waiting at a barrier after one failed: they throw lockstep::Error.
+  void abort() { engine_.abort(); }
+
+  // One process holds every replica: the process-level operations are identities.
+  int process_rank() const { return 0; }
+  int process_count() const { return 1; }
+  int processes_on_this_node() const { return 1; }
+  void broadcast_from_root(void*, std::size_t) {}
+  void sum_across_processes(double*, std::size_t) {}
+  void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
+  void end_job_after_failure(const char*) {}
+
+ private:
+  gpu::detail::PeerCopyAllReduce engine_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,96 @@
+// ReductionToOneDevice: the simplest all-reduce (tf.distribute's
+// ReductionToOneDevice): every replica's buffer is summed onto replica 0's in
+// replica order, then replica 0's result is copied to every replica. Slower
+// than a reduce-scatter (one replica does all the adds) but easy to trust:
+// the reference the other collectives are compared with.
+// ReductionToOneDevice<Host> is defined here; ReductionToOneDevice<Cuda> (the
+// default) is declared here, without CUDA headers, and its Group is defined
+// in reduction_to_one_device.cuh (nvcc, link lockstep::cuda).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/host/barrier.hpp"
+#include "lockstep/collective/collective.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep {
+
+template <class Backend = Cuda>
+struct ReductionToOneDevice;
+
+template <>
+struct ReductionToOneDevice<Host> {
+  using backend = Host;
+  static constexpr const char* kName = "ReductionToOneDevice";
+
+  // The HostAllReduce::Group interface: replicas are threads of this process.
+  class Group {
+   public:
+    explicit Group(int replicas)
+        : replicas_(replicas), buffers_(static_cast<std::size_t>(replicas > 0 ? replicas : 1)), barrier_(replicas) {
+      require(replicas >= 1, "ReductionToOneDevice: ", replicas, " replicas, expected at least 1");
+    }
+
+    int size() const { return replicas_; }
+
+    // Called by every replica with a buffer of the same `count`.
+    void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
+      reduce(replica, data, count, op, true);
+    }
+
+    // The same without the copy back: only replica 0's buffer holds the result.
+    void reduce_to_root(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
+      reduce(replica, data, count, op, false);
+    }
+
+    // Releases replicas waiting in all_reduce after one of them failed.
+    void abort() { barrier_.abort(); }
+
+    // One process holds every replica: the process-level operations are identities.
+    int process_rank() const { return 0; }
+    int process_count() const { return 1; }
+    int processes_on_this_node() const { return 1; }
+    void broadcast_from_root(void*, std::size_t) {}
+    void sum_across_processes(double*, std::size_t) {}
+    void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
+    void end_job_after_failure(const char*) {}
+
+   private:
+    void reduce(int replica, float* data, std::size_t count, ReduceOp op, bool everywhere) {
+      if (replicas_ == 1) return;  // the sum and the mean of one buffer are itself
+      buffers_[static_cast<std::size_t>(replica)] = data;
+      barrier_.wait();  // every buffer is visible to replica 0
+      if (replica == 0) {
+        const float scale = op == ReduceOp::kMean ? 1.0f / static_cast<float>(replicas_) : 1.0f;
+        // In place, element by element: replica 0's value is read before it is overwritten.
+        for (std::size_t i = 0; i < count; ++i) {
+          float acc = data[i];
+          for (std::size_t s = 1; s < buffers_.size(); ++s) acc += buffers_[s][i];
+          data[i] = scale != 1.0f ? acc * scale : acc;
+        }
+      }
+      barrier_.wait();  // replica 0's result is complete
+      if (everywhere && replica != 0 && count > 0) std::memcpy(data, buffers_[0], count * sizeof(float));
+      // Replica 0 may not touch its buffer again until every copy from it is done.
+      barrier_.wait();
+    }
+
+    int replicas_;
+    std::vector<float*> buffers_;
+    host::SpinBarrier barrier_;
+  };
+};
+
+template <>
+struct ReductionToOneDevice<Cuda> {
+  using backend = Cuda;
+  static constexpr const char* kName = "ReductionToOneDevice";
+  class Group;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,92 @@
+// The CUDA executor: GPU training equals host training, N GPU replicas equal
+// one, a step replayed from a CUDA graph equals the same step enqueued
+// directly, and bad device lists are errors that say what is visible.
+#include <doctest/doctest.h>
+
+#include "lockstep/cuda.hpp"
+#include "train/test_helpers.hpp"
+
+using namespace lockstep;
+
+namespace {
+using Model = Sequential<Input<6>, Dense<5, Relu>, Dense<3>>;
+
+// 18 samples at batch 8: steps of 8, 8 and 2 samples (a short last batch,
+// which runs outside the graph).
+const Dataset& data() {
+  static const Dataset d = testing::argmax_dataset(18, 6, 3, 1);
+  return d;
+}
+FitOptions three_steps() {
+  FitOptions options;
+  options.batch_size = 8;
+  options.epochs = 1;
+  options.verbose = false;
+  return options;
+}
+
+template <class Strategy, class Optimizer = Adam>
+std::vector<float> train(Strategy strategy, bool graphs, FitOptions options = three_steps(), Optimizer opt = Adam{0.01}) {
+  Model model{11};
+  Trainer<Strategy, Optimizer> trainer{strategy, opt};
+  if constexpr (std::is_same_v<typename Strategy::backend, Cuda>) trainer.executor().options().graphs = graphs;
+  trainer.fit(model, data(), options);
+  return model.parameters();
+}
+
+std::vector<float> host_reference(int replicas = 1) {
+  return train(MirroredPolicy<HostAllReduce>{replicas}, false);
+}
+}  // namespace
+
+TEST_CASE("one GPU replica equals one host replica after 3 steps (max abs difference <= 1e-4)") {
+  const auto host = host_reference();
+  CHECK(host != Model{11}.parameters());
+  CHECK(testing::max_abs_difference(host, train(MirroredPolicy<NcclAllReduce>{1}, false)) <= 1e-4);
+}
+
+TEST_CASE("NCCL over every visible GPU equals one replica after 3 steps (max abs difference <= 1e-4)") {
+  const int gpus = lockstep::gpu::visible_devices();
+  CAPTURE(gpus);
+  const auto one = train(MirroredPolicy<NcclAllReduce>{1}, false);
+  CHECK(testing::max_abs_difference(one, train(MirroredPolicy<NcclAllReduce>{}, true)) <= 1e-4);
+  CHECK(testing::max_abs_difference(one, host_reference(gpus)) <= 1e-4);
+}
+
+TEST_CASE("2 and 3 replicas on one GPU (copy-based collectives) equal one replica (<= 1e-4)") {
+  const auto one = host_reference();
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    const std::vector<int> devices(static_cast<std::size_t>(n), 0);
+    CHECK(testing::max_abs_difference(one, train(MirroredPolicy<HierarchicalCopyAllReduce>{devices}, true)) <= 1e-4);
+    CHECK(testing::max_abs_difference(one, train(MirroredPolicy<ReductionToOneDevice<>>{devices}, true)) <= 1e-4);
+  }
+}
+
+TEST_CASE("a step replayed from a CUDA graph equals the step enqueued directly - bit for bit") {
+  FitOptions options = three_steps();
+  options.epochs = 3;  // 9 steps: 6 of them full batches, most replayed from the graph
+  const auto eager = train(MirroredPolicy<NcclAllReduce>{1}, false, options);
+  const auto graph = train(MirroredPolicy<NcclAllReduce>{1}, true, options);
+  CHECK(eager == graph);
+  const Sgd sgd(0.1, 0.9, true);
+  CHECK(train(MirroredPolicy<NcclAllReduce>{1}, false, options, sgd) ==
+        train(MirroredPolicy<NcclAllReduce>{1}, true, options, sgd));
+}
+
+TEST_CASE("evaluate and predict on the GPU equal the host's") {
+  Model model{4};
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> host{MirroredPolicy<HostAllReduce>{1}};
+  Trainer<MirroredPolicy<NcclAllReduce>, Adam> gpu{MirroredPolicy<NcclAllReduce>{1}};
+  const Logs h = host.evaluate(model, data(), 5), g = gpu.evaluate(model, data(), 5);
+  CHECK(g.value(0) == doctest::Approx(h.value(0)).epsilon(1e-5));
+  CHECK(g.value(1) == doctest::Approx(h.value(1)).epsilon(1e-6));
+  CHECK(testing::max_abs_difference(host.predict(model, data(), 7), gpu.predict(model, data(), 7)) <= 1e-5);
+}
+
+TEST_CASE("a device that does not exist is an error naming how many are visible") {
+  const int gpus = lockstep::gpu::visible_devices();
+  using T = Trainer<MirroredPolicy<NcclAllReduce>, Adam>;
+  CHECK_THROWS_WITH_AS(T{MirroredPolicy<NcclAllReduce>{std::vector<int>{gpus}}}, doctest::Contains("does not exist"),
+                       Error);
+}
