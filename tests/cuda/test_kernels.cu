@@ -565,6 +565,8 @@ TEST_CASE("check_devices names a device that does not exist, a duplicate and an 
   CHECK_THROWS_WITH_AS(gpu::check_devices({0, count}), doctest::Contains(which.c_str()), Error);
   CHECK_THROWS_WITH_AS(gpu::check_devices({-1}), doctest::Contains("device -1 does not exist"), Error);
   CHECK_THROWS_WITH_AS(gpu::check_devices({0, 0}), doctest::Contains("device 0 is listed more than once"), Error);
+  // The copy-based collectives let replicas share a GPU.
+  CHECK(gpu::check_devices({0, 0}, gpu::Heterogeneous::kError, nullptr, true).size() == 2);
   CHECK_THROWS_WITH_AS(gpu::check_devices({}), doctest::Contains("the device list is empty"), Error);
   CHECK_THROWS_WITH_AS(gpu::Context{count}, doctest::Contains(which.c_str()), Error);
   CHECK_THROWS_WITH_AS(gpu::device_info(count), doctest::Contains(which.c_str()), Error);

@@ -63,6 +63,36 @@ TEST_CASE("2 and 3 replicas on one GPU (copy-based collectives) equal one replic
   }
 }
 
+TEST_CASE("NCCL reports the same loss as one replica when the last layer has no parameters") {
+  // After a trailing activation the last Dense's gradient also ends at
+  // kParams: the step's sums must still be all-reduced once, not twice.
+  using Tail = Sequential<Input<6>, Dense<5, Relu>, Dense<3>, Relu>;
+  const auto loss = [](MirroredPolicy<NcclAllReduce> strategy) {
+    Tail model{11};
+    Trainer<MirroredPolicy<NcclAllReduce>, Adam> trainer{strategy, Adam{0.01}};
+    return trainer.fit(model, data(), three_steps())["loss"].back();
+  };
+  CHECK(loss(MirroredPolicy<NcclAllReduce>{}) == doctest::Approx(loss(MirroredPolicy<NcclAllReduce>{1})).epsilon(1e-4));
+}
+
+TEST_CASE("a second fit on the same model runs its first step eagerly, then replays again") {
+  // The second fit repeats the first one's last shape; with momentum switched
+  // on in between, its first step allocates Sgd's velocity, which a capture
+  // could not do.
+  Model model{11};
+  Trainer<MirroredPolicy<NcclAllReduce>, Sgd> trainer{MirroredPolicy<NcclAllReduce>{1}, Sgd{0.1}};
+  FitOptions options = three_steps();
+  options.batch_size = 9;  // 18 samples: two equal steps, so the fit ends on the shape it captured
+  trainer.fit(model, data(), options);
+  trainer.optimizer().momentum = 0.9f;
+  Model eager_model = model;
+  Trainer<MirroredPolicy<NcclAllReduce>, Sgd> eager{MirroredPolicy<NcclAllReduce>{1}, trainer.optimizer()};
+  eager.executor().options().graphs = false;
+  trainer.fit(model, data(), options);
+  eager.fit(eager_model, data(), options);
+  CHECK(model.parameters() == eager_model.parameters());
+}
+
 TEST_CASE("a step replayed from a CUDA graph equals the step enqueued directly - bit for bit") {
   FitOptions options = three_steps();
   options.epochs = 3;  // 9 steps: 6 of them full batches, most replayed from the graph

@@ -196,6 +196,8 @@ class HierarchicalCopyAllReduce::Group {
   static constexpr bool kCapturable = false;
   // Three host barriers a call: the trainer reduces the whole gradient once per step.
   static constexpr bool kPartial = false;
+  // Replicas may share a GPU: their copies are then device-local.
+  static constexpr bool kSharedDevices = true;
 
   // Replica r runs on devices[r]; a device may appear several times.
   explicit Group(const std::vector<int>& devices)
@@ -212,6 +214,9 @@ class HierarchicalCopyAllReduce::Group {
 
   // Releases replicas waiting at a barrier after one failed: they throw lockstep::Error.
   void abort() { engine_.abort(); }
+  // Nothing to release on the GPUs after a failure: streams only wait for
+  // events already recorded, so whatever was enqueued completes.
+  void release_after_failure() noexcept {}
 
   // One process holds every replica: the process-level operations are identities.
   int process_rank() const { return 0; }

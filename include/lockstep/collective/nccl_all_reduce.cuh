@@ -28,6 +28,8 @@ class NcclAllReduce::Group {
   static constexpr bool kCapturable = true;
   // The trainer may reduce layer by layer, overlapping the backward pass: every call is independent.
   static constexpr bool kPartial = true;
+  // One GPU cannot be two ranks of one communicator.
+  static constexpr bool kSharedDevices = false;
 
   // Replica r runs on devices[r]; every device at most once.
   explicit Group(const std::vector<int>& devices) : devices_(devices) {
@@ -50,10 +52,16 @@ class NcclAllReduce::Group {
   }
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
+  // Waits for this group's outstanding operations; never throws (a destructor).
+  // CUDA graphs that captured calls on these communicators must be destroyed
+  // first: from NCCL 2.26 on, ncclCommDestroy (and ncclCommAbort) wait until
+  // no graph references the communicator, so a live graph hangs them.
   ~Group() {
-    // Waits for this group's outstanding operations; never throws (a destructor).
+    int current = 0;
+    const bool restore = cudaGetDevice(&current) == cudaSuccess;
     for (ncclComm_t comm : comms_)
       if (comm) ncclCommDestroy(comm);
+    if (restore) cudaSetDevice(current);  // NCCL switches devices to tear each rank down
   }
 
   int size() const { return static_cast<int>(devices_.size()); }
@@ -71,8 +79,24 @@ class NcclAllReduce::Group {
                                       comms_[static_cast<std::size_t>(replica)], stream));
   }
 
-  // No replica waits on the host inside all_reduce, so there is nothing to release.
+  // No replica waits on the host inside all_reduce, so there is nothing to
+  // release here (the trainer stops waiting for its streams by itself).
   void abort() {}
+
+  // After a failed step, once no replica thread is inside the group and the
+  // graphs that captured its calls are destroyed: aborts what the replicas
+  // left on their GPUs (an all-reduce whose peer never enqueued its part
+  // waits on the device forever, and so would ncclCommDestroy and any device
+  // synchronisation) and frees the communicators. The group is unusable after.
+  void release_after_failure() noexcept {
+    int current = 0;
+    const bool restore = cudaGetDevice(&current) == cudaSuccess;
+    for (ncclComm_t& comm : comms_) {
+      if (comm) ncclCommAbort(comm);
+      comm = nullptr;
+    }
+    if (restore) cudaSetDevice(current);
+  }
 
   // One process holds every replica: the process-level operations are identities.
   int process_rank() const { return 0; }

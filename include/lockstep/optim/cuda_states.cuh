@@ -12,6 +12,7 @@
 #include "lockstep/backend/backends.hpp"
 #include "lockstep/backend/cuda/buffer.cuh"
 #include "lockstep/backend/cuda/context.cuh"
+#include "lockstep/backend/cuda/stream.cuh"
 #include "lockstep/optim/adam.hpp"
 #include "lockstep/optim/sgd.hpp"
 
@@ -52,8 +53,13 @@ class Adam::State<Cuda> {
     ctx.for_each_index(size_, kernels::AdamStepFromDevice{params, grads, m_.data(), v_.data(), alpha_.data(),
                                                           opt.beta_1, opt.beta_2, opt.epsilon});
   }
-  // Updates applied so far (synchronises with the device).
+  // Updates applied so far (synchronises with the device). A plain cudaMemcpy
+  // runs on the legacy default stream, which does not wait for the replica's
+  // non-blocking stream: without the device synchronisation it could read t
+  // before a pending AdamAdvance, or on another device than t's.
   std::int64_t iterations() const {
+    gpu::DeviceGuard on(t_.device());
+    LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize());
     std::int64_t t = 0;
     LOCKSTEP_CUDA_CHECK(cudaMemcpy(&t, t_.data(), sizeof t, cudaMemcpyDeviceToHost));
     return t;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -25,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,7 @@
 #include "lockstep/backend/cuda/context.cuh"
 #include "lockstep/backend/cuda/device.cuh"
 #include "lockstep/backend/cuda/stream.cuh"
+#include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/replica_pool.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/data/dataset.hpp"
@@ -51,14 +54,15 @@ namespace lockstep {
 namespace kernels {
 // out[0] = the sum of v[0..n): a step's loss or metric sum over at most a
 // slice of rows (hundreds), so one thread is enough and keeps the order fixed.
+// Accumulated in double and rounded once, as the host executor sums row losses.
 struct SumInto {
   const float* v;
   std::size_t n;
   float* out;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t) const {
-    float s = 0;
+    double s = 0;
     for (std::size_t i = 0; i < n; ++i) s += v[i];
-    *out = s;
+    *out = static_cast<float>(s);
   }
 };
 }  // namespace kernels
@@ -87,7 +91,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   Executor(const Strategy& strategy, const Optimizer& optimizer)
       : optimizer_(optimizer), devices_(resolve_devices(strategy)),
-        infos_(gpu::check_devices(devices_, strategy.heterogeneous())),
+        infos_(gpu::check_devices(devices_, strategy.heterogeneous(), nullptr, group_type::kSharedDevices)),
         pool_(static_cast<int>(devices_.size())) {
     group_.emplace(devices_);
     contexts_.resize(devices_.size());
@@ -118,6 +122,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       ctx(r).compute.set_tf32(options_.tf32);
       rep.graph.reset();  // the optimizer's values and the options may have changed
       rep.graph_key = {};
+      // Also forget the last fit's shapes: the first step of a fit runs eagerly,
+      // as it may allocate (Sgd's velocity when momentum was switched on) or
+      // plan a cuBLASLt shape for buffers that moved, neither allowed in a capture.
+      rep.last_key = {};
       rep.prefetched = false;
       ctx(r).compute.synchronize();
     });
@@ -308,6 +316,13 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       on_replicas([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_); });
       run_state_ = std::move(fresh);
       run_state_type_ = run_state_tag<Model>();
+      forget_graphs_ = [this] {
+        for (auto& rep : current<Model>().replicas) {
+          rep->graph.reset();
+          rep->graph_key = rep->last_key = {};
+          rep->prefetched = false;
+        }
+      };
     }
     auto& run = current<Model>();
     if (run.capacity != capacity || run.label_width != label_width) {
@@ -328,6 +343,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     });
   }
   void run_on_replicas(const std::function<void(int)>& job) {
+    failed_.store(false, std::memory_order_relaxed);
     try {
       pool_.run(job, abort_);
     } catch (...) {
@@ -336,7 +352,14 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       throw;
     }
   }
+  // Every replica thread has returned. With NCCL the others' streams may still
+  // wait on the device for the all-reduce the failed replica never enqueued:
+  // the graphs go first (NCCL 2.26+ will not abort or destroy a communicator
+  // that a live graph captured; an in-flight graph is freed when it ends),
+  // then the group aborts its device work, and only then can the devices drain.
   void on_replicas_after_failure() {
+    if (forget_graphs_) forget_graphs_();
+    group_->release_after_failure();
     for (std::size_t r = 0; r < devices_.size(); ++r) {
       gpu::DeviceGuard on(devices_[r]);
       cudaDeviceSynchronize();  // let enqueued work drain before the group is rebuilt
@@ -344,6 +367,28 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     }
     group_.reset();
     group_.emplace(devices_);
+  }
+
+  // stream.synchronize(), except that a replica stops waiting once another
+  // has failed (abort_): with NCCL its stream may wait forever for the failed
+  // replica's part of an all-reduce, and the pool would never return.
+  void wait_for(int r, cudaStream_t stream) {
+    for (int spins = 0;; ++spins) {
+      const cudaError_t status = cudaStreamQuery(stream);
+      if (status == cudaSuccess) break;
+      if (status != cudaErrorNotReady) LOCKSTEP_CUDA_CHECK(status);
+      if (failed_.load(std::memory_order_acquire))
+        fail("replica ", r, " stopped waiting for GPU ", devices_[static_cast<std::size_t>(r)],
+             " because another replica failed");
+      if (spins < 4096)
+        LOCKSTEP_CPU_RELAX();
+      else
+        std::this_thread::yield();
+    }
+    // Clear a cudaErrorNotReady the polling may have left as the last error,
+    // so that the next launch check does not report it; keep anything else.
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaErrorNotReady) LOCKSTEP_CUDA_CHECK(last);
   }
 
   // Replica r's part of one synchronous step.
@@ -387,7 +432,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       gather(data, next_batch_.indices + nlo, nhi - nlo, rep.pinned_x[rep.parity].data(),
              rep.pinned_labels[rep.parity].data());
     }
-    c.synchronize();
+    wait_for(r, c.stream());
   }
 
   // Forward, loss, backward, all-reduce and update of one replica, enqueued
@@ -411,10 +456,13 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
     if constexpr (group_type::kPartial) {
       // Each layer's gradient goes to the collective as soon as it is ready;
-      // the step's sums ride with the last layer's.
+      // the step's sums ride with the first chunk, the last layer's. Only the
+      // first: after a parameter-free last layer (an activation, a softmax)
+      // the layer before it also ends at kParams, and reducing the sums twice
+      // would multiply them by the replica count.
       std::size_t layer = 0;
       Model::backward(c, rep.params.data(), rep.x.data(), rows, rep.ws, grads, [&](std::size_t offset, std::size_t size) {
-        if (offset + size == Model::kParams) size += kStats;
+        if (layer == 0 && offset + size == Model::kParams) size += kStats;
         if (size == 0) return;
         gpu::Event& ready = rep.ready[layer++];
         ready.record(c.stream());
@@ -440,7 +488,12 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   std::shared_ptr<void> run_state_;
   const void* run_state_type_ = nullptr;
   std::function<void(int)> job_;
-  const std::function<void()> abort_ = [this] { group_->abort(); };
+  std::function<void()> forget_graphs_;  // drops the current RunState's graphs (set with it)
+  std::atomic<bool> failed_{false};      // a replica of the running job failed (see wait_for)
+  const std::function<void()> abort_ = [this] {
+    failed_.store(true, std::memory_order_release);
+    group_->abort();
+  };
   const data_type* step_data_ = nullptr;
   StepBatch step_batch_, next_batch_;
 };

@@ -142,7 +142,12 @@ class Blas {
     const std::size_t count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(out);
     constexpr bool kFusable = std::is_same_v<Act, Linear> || std::is_same_v<Act, Relu>;
     if constexpr (kFusable) {
-      if (in > 0) {
+      // cuBLASLt's alignment preferences cover A, B, C and D but not the
+      // bias, and its epilogue kernels may load the bias 16 bytes at a time:
+      // a bias that is not 16-byte aligned (a layer's b sits anywhere in the
+      // flat parameter buffer) faults with cudaErrorMisalignedAddress, which
+      // ends the CUDA context. Such a bias takes the unfused path.
+      if (in > 0 && alignment_of(b) >= kBiasAlignment) {
         const cublasLtEpilogue_t epilogue =
             std::is_same_v<Act, Relu> ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
         const Plan& plan = affine_plan(x, w, b, y, rows, in, out, epilogue);
@@ -187,6 +192,9 @@ class Blas {
   // heuristic's choice depends on.
   using PlanKey = std::tuple<int, int, int, bool, int, unsigned>;
 
+  // The bias alignment the fused epilogue is given (see affine).
+  static constexpr unsigned kBiasAlignment = 16;
+
   // The largest power of two up to 256 dividing the address. cuBLASLt's
   // heuristic assumes 256-byte aligned matrices unless told otherwise, and a
   // layer's activations may start anywhere in a workspace.
@@ -213,7 +221,7 @@ class Blas {
     const std::uint32_t epilogue_value = static_cast<std::uint32_t>(epilogue);
     LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue_value,
                                                          sizeof(epilogue_value)));
-    // The heuristic reads the bias pointer's value for its alignment.
+    // A complete descriptor for the heuristic; affine sets each call's own bias.
     LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof(b)));
     // Column-major layouts of the row-major operands, no transposes:
     // A = w^T (out x in, ld out), B = x^T (in x rows, ld in), C = D = y^T (out x rows, ld out).

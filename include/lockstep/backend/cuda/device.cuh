@@ -132,12 +132,13 @@ inline DeviceInfo device_info(int index) {
 
 // Checks a strategy's device list and returns the devices' descriptions, in
 // the list's order (replica r runs on devices[r]). Throws lockstep::Error for
-// an empty list, an index that does not exist, an index listed twice, and,
-// unless `policy` is kAllow, for devices of different compute capabilities;
-// with kAllow that becomes a warning on `log` (std::cerr when null).
+// an empty list, an index that does not exist, an index listed twice (unless
+// `shared` says the collective lets replicas share a GPU, as the copy-based
+// ones do), and, unless `policy` is kAllow, for devices of different compute
+// capabilities; with kAllow that becomes a warning on `log` (std::cerr when null).
 inline std::vector<DeviceInfo> check_devices(const std::vector<int>& devices,
                                              Heterogeneous policy = Heterogeneous::kError,
-                                             std::ostream* log = nullptr) {
+                                             std::ostream* log = nullptr, bool shared = false) {
   constexpr const char* kWho = "MirroredPolicy";
   std::string why;
   const int count = detail::device_count(&why);
@@ -146,8 +147,9 @@ inline std::vector<DeviceInfo> check_devices(const std::vector<int>& devices,
   std::set<int> seen;
   for (int index : devices) {
     detail::require_exists(kWho, index, count, why);
-    require(seen.insert(index).second, kWho, ": device ", index,
-            " is listed more than once, expected each device at most once (one replica per GPU)");
+    require(seen.insert(index).second || shared, kWho, ": device ", index,
+            " is listed more than once, expected each device at most once (one replica per GPU; "
+            "HierarchicalCopyAllReduce and ReductionToOneDevice let replicas share a GPU)");
   }
 
   std::vector<DeviceInfo> infos;

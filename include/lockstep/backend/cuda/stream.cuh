@@ -91,6 +91,9 @@ class Graph {
       cudaGraph_t broken = nullptr;
       cudaStreamEndCapture(stream, &broken);  // leave the stream usable
       if (broken) cudaGraphDestroy(broken);
+      // An unjoined or invalidated capture makes EndCapture fail: clear that
+      // error so that a later launch check does not report it as its own.
+      (void)cudaGetLastError();
       throw;
     }
     LOCKSTEP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
