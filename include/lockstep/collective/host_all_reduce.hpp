@@ -23,7 +23,7 @@ struct HostAllReduce {
   using backend = Host;
   static constexpr const char* kName = "HostAllReduce";
 
-  class Group {
+  class Group : public detail::SingleProcess {
    public:
     explicit Group(int replicas) : replicas_(replicas), buffers_(static_cast<std::size_t>(std::max(replicas, 1))), barrier_(replicas) {
       require(replicas >= 1, "HostAllReduce: ", replicas, " replicas, expected at least 1");
@@ -45,17 +45,6 @@ struct HostAllReduce {
 
     // Releases replicas waiting in all_reduce after one of them failed.
     void abort() { barrier_.abort(); }
-
-    // One process holds every replica: the process-level operations that a
-    // multi-process collective (MpiAllReduce) performs are identities here.
-    int process_rank() const { return 0; }
-    int process_count() const { return 1; }
-    int processes_on_this_node() const { return 1; }
-    void broadcast_from_root(void*, std::size_t) {}
-    void sum_across_processes(double*, std::size_t) {}
-    void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
-    // No other process waits on this one: the trainer rebuilds the group and rethrows.
-    void end_job_after_failure(const char*) {}
 
    private:
     void reduce(int replica, float* data, std::size_t count, ReduceOp op, bool everywhere) {

@@ -22,7 +22,7 @@
 
 namespace lockstep {
 
-class NcclAllReduce::Group {
+class NcclAllReduce::Group : public detail::SingleProcess {
  public:
   // The trainer may record all_reduce in a CUDA graph: NCCL kernels are captured like any other.
   static constexpr bool kCapturable = true;
@@ -97,15 +97,6 @@ class NcclAllReduce::Group {
     }
     if (restore) cudaSetDevice(current);
   }
-
-  // One process holds every replica: the process-level operations are identities.
-  int process_rank() const { return 0; }
-  int process_count() const { return 1; }
-  int processes_on_this_node() const { return 1; }
-  void broadcast_from_root(void*, std::size_t) {}
-  void sum_across_processes(double*, std::size_t) {}
-  void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
-  void end_job_after_failure(const char*) {}
 
  private:
   std::vector<int> devices_;

@@ -18,7 +18,7 @@
 
 namespace lockstep {
 
-class ReductionToOneDevice<Cuda>::Group {
+class ReductionToOneDevice<Cuda>::Group : public detail::SingleProcess {
  public:
   // Its replicas meet at host barriers inside all_reduce, which a graph replay would skip.
   static constexpr bool kCapturable = false;
@@ -44,15 +44,6 @@ class ReductionToOneDevice<Cuda>::Group {
   // Nothing to release on the GPUs after a failure: streams only wait for
   // events already recorded, so whatever was enqueued completes.
   void release_after_failure() noexcept {}
-
-  // One process holds every replica: the process-level operations are identities.
-  int process_rank() const { return 0; }
-  int process_count() const { return 1; }
-  int processes_on_this_node() const { return 1; }
-  void broadcast_from_root(void*, std::size_t) {}
-  void sum_across_processes(double*, std::size_t) {}
-  void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
-  void end_job_after_failure(const char*) {}
 
  private:
   gpu::detail::PeerCopyAllReduce engine_;

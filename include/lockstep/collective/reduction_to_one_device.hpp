@@ -29,7 +29,7 @@ struct ReductionToOneDevice<Host> {
   static constexpr const char* kName = "ReductionToOneDevice";
 
   // The HostAllReduce::Group interface: replicas are threads of this process.
-  class Group {
+  class Group : public detail::SingleProcess {
    public:
     explicit Group(int replicas)
         : replicas_(replicas), buffers_(static_cast<std::size_t>(replicas > 0 ? replicas : 1)), barrier_(replicas) {
@@ -50,15 +50,6 @@ struct ReductionToOneDevice<Host> {
 
     // Releases replicas waiting in all_reduce after one of them failed.
     void abort() { barrier_.abort(); }
-
-    // One process holds every replica: the process-level operations are identities.
-    int process_rank() const { return 0; }
-    int process_count() const { return 1; }
-    int processes_on_this_node() const { return 1; }
-    void broadcast_from_root(void*, std::size_t) {}
-    void sum_across_processes(double*, std::size_t) {}
-    void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
-    void end_job_after_failure(const char*) {}
 
    private:
     void reduce(int replica, float* data, std::size_t count, ReduceOp op, bool everywhere) {

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 namespace lockstep {
 
@@ -31,6 +32,17 @@ struct StepBatch {
 namespace detail {
 template <class Backend, class Strategy, class Optimizer, class Loss, class MetricList>
 class Executor;
+
+// Evaluation's per-replica sums (rows of `width`) added up over the replicas,
+// then over the processes of the job.
+template <class Group>
+std::vector<double> sum_over_replicas(const std::vector<double>& per_replica, std::size_t width, Group& group) {
+  std::vector<double> out(width, 0.0);
+  for (std::size_t at = 0; at < per_replica.size(); at += width)
+    for (std::size_t i = 0; i < width; ++i) out[i] += per_replica[at + i];
+  group.sum_across_processes(out.data(), out.size());
+  return out;
+}
 
 template <class T, class = void>
 struct is_complete : std::false_type {};

@@ -117,11 +117,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       });
     };
     pool_.run(job);
-    std::vector<double> out(kStats, 0.0);
-    for (int r = 0; r < n; ++r)
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] += sums[static_cast<std::size_t>(r) * kStats + i];
-    group_->sum_across_processes(out.data(), out.size());
-    return out;
+    return sum_over_replicas(sums, kStats, *group_);
   }
 
   template <class Model>
