@@ -27,6 +27,7 @@
 #include "lockstep/backend/cuda/buffer.cuh"
 #include "lockstep/backend/cuda/stream.cuh"
 #include "lockstep/backend/host/barrier.hpp"
+#include "lockstep/collective/collective.hpp"
 #include "lockstep/collective/hierarchical_copy_all_reduce.hpp"
 #include "lockstep/core/error.hpp"
 

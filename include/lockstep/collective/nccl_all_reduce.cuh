@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lockstep/backend/cuda/stream.cuh"
+#include "lockstep/collective/collective.hpp"
 #include "lockstep/collective/nccl_all_reduce.hpp"
 #include "lockstep/core/error.hpp"
 
