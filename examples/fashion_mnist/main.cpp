@@ -147,8 +147,15 @@ int main(int argc, char** argv) {
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (!backend_given(argc, argv) && gpu::visible_devices() > 0) flags.backend = "cuda";
     if (flags.backend == "cuda") {
-      require(flags.strategy == "mirrored", "--strategy ", flags.strategy,
-              ": the cuda backend runs --strategy mirrored (multiworker and central over GPUs are not built yet)");
+      require(flags.strategy != "central", "--strategy central: CentralStoragePolicy runs on host replicas (central "
+                                           "variables on GPU 0 are not built yet); use --backend host");
+      if (flags.strategy == "multiworker") {
+#if defined(LOCKSTEP_HAVE_MPI)
+        return train(flags, MultiWorkerMirroredPolicy<NcclAllReduce>{flags.replicas_given ? flags.replicas : 1});
+#else
+        fail("--strategy multiworker: this build has no MPI; install libopenmpi-dev and rebuild");
+#endif
+      }
       // Every visible GPU unless --replicas names how many.
       const int gpus = flags.replicas_given ? flags.replicas : 0;
       auto on = [&](auto policy) { return train(flags, policy); };

@@ -1,7 +1,7 @@
 // lockstep's CUDA backend: everything in lockstep.hpp plus GPU replicas,
 // cuBLAS/cuBLASLt GEMMs, the NCCL, hierarchical-copy and one-device
 // collectives, and the CUDA executor of the Trainer. Compile with nvcc and
-// link lockstep::cuda:
+// link lockstep::cuda (and lockstep::mpi for MultiWorkerMirroredPolicy<NcclAllReduce>):
 //   lockstep::Trainer<lockstep::MirroredPolicy<lockstep::NcclAllReduce>, lockstep::Adam> trainer;
 #pragma once
 
@@ -22,6 +22,9 @@
 #include "lockstep/collective/hierarchical_copy_all_reduce.cuh"
 #include "lockstep/collective/nccl_all_reduce.cuh"
 #include "lockstep/collective/reduction_to_one_device.cuh"
+#if defined(LOCKSTEP_HAVE_MPI)  // lockstep::mpi linked too: MultiWorkerMirroredPolicy<NcclAllReduce>
+#include "lockstep/collective/nccl_multi_worker.cuh"
+#endif
 
 #include "lockstep/optim/cuda_states.cuh"
 #include "lockstep/train/cuda_executor.cuh"

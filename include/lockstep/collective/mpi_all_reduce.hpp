@@ -67,6 +67,83 @@ inline void mpi_check(int code, const char* call) {
   fail(call, " failed: ", std::string(text, static_cast<std::size_t>(length)));
 }
 
+// The process-level side of a multi-process collective: a duplicate of
+// MPI_COMM_WORLD whose errors come back as lockstep::Error, this process's
+// rank, the job's size, and the broadcasts, sums and checks the trainer makes
+// across processes. MpiAllReduce and NcclAllReduce's multi-worker group both
+// build on it.
+class MpiProcesses {
+ public:
+  MpiProcesses() {
+    MpiSession::get();
+    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    // Errors come back as codes, which become lockstep::Error with MPI's text.
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    MPI_Comm node = MPI_COMM_NULL;  // the processes that share this machine
+    mpi_check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    MPI_Comm_size(node, &node_size_);
+    MPI_Comm_rank(node, &node_rank_);
+    MPI_Comm_free(&node);
+  }
+  MpiProcesses(const MpiProcesses&) = delete;
+  MpiProcesses& operator=(const MpiProcesses&) = delete;
+  ~MpiProcesses() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int process_rank() const { return rank_; }
+  int process_count() const { return size_; }
+  int processes_on_this_node() const { return node_size_; }
+  // This process's index among those on its machine (its GPUs are chosen by it).
+  int rank_on_this_node() const { return node_rank_; }
+
+  // A replica of this process failed mid-step while the other ranks wait in
+  // the collective: they cannot be released one by one, so the job ends
+  // here, non-zero, naming this rank (tf.distribute fails the job too).
+  [[noreturn]] void end_job_after_failure(const char* what) {
+    std::fprintf(stderr, "lockstep: rank %d of %d failed: %s\nlockstep: aborting the job\n", rank_, size_, what);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::abort();
+  }
+
+  // Main thread only, every process: rank 0's bytes everywhere.
+  void broadcast_from_root(void* data, std::size_t bytes) {
+    mpi_check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm_), "MPI_Bcast");
+  }
+  void sum_across_processes(double* values, std::size_t count) {
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm_),
+              "MPI_Allreduce");
+  }
+  // Every rank must pass the same values; otherwise every rank throws an
+  // Error naming what differs and each rank's value, so none is left waiting.
+  void check_same_across_processes(const char* const* names, const std::uint64_t* values, std::size_t count) {
+    std::vector<std::uint64_t> all(count * static_cast<std::size_t>(size_));
+    mpi_check(MPI_Allgather(values, static_cast<int>(count), MPI_UINT64_T, all.data(), static_cast<int>(count),
+                            MPI_UINT64_T, comm_),
+              "MPI_Allgather");
+    std::ostringstream differ;
+    for (std::size_t i = 0; i < count; ++i) {
+      bool same = true;
+      for (int r = 1; r < size_; ++r) same = same && all[static_cast<std::size_t>(r) * count + i] == all[i];
+      if (same) continue;
+      differ << "\n  " << names[i] << ":";
+      for (int r = 0; r < size_; ++r) differ << " rank " << r << " has " << all[static_cast<std::size_t>(r) * count + i] << ';';
+    }
+    if (!differ.str().empty())
+      fail("MultiWorkerMirroredPolicy: the processes of this job disagree; every rank must run the same model, "
+           "global batch and replica layout:", differ.str());
+  }
+
+ protected:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, node_size_ = 1, node_rank_ = 0;
+};
+
 }  // namespace detail
 
 struct MpiAllReduce {
@@ -74,33 +151,11 @@ struct MpiAllReduce {
   static constexpr const char* kName = "MpiAllReduce";
   static constexpr bool kSpansProcesses = true;
 
-  class Group {
+  class Group : public detail::MpiProcesses {
    public:
-    explicit Group(int local_replicas) : local_(local_replicas), barrier_(local_replicas) {
-      detail::MpiSession::get();
-      detail::mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-      // Errors come back as codes, which become lockstep::Error with MPI's text.
-      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-      MPI_Comm_rank(comm_, &rank_);
-      MPI_Comm_size(comm_, &size_);
-      MPI_Comm node = MPI_COMM_NULL;  // the processes that share this machine's cores
-      detail::mpi_check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
-                        "MPI_Comm_split_type");
-      MPI_Comm_size(node, &node_size_);
-      MPI_Comm_free(&node);
-    }
-    Group(const Group&) = delete;
-    Group& operator=(const Group&) = delete;
-    ~Group() {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Comm_free(&comm_);
-    }
+    explicit Group(int local_replicas) : local_(local_replicas), barrier_(local_replicas) {}
 
     int size() const { return local_.size() * size_; }
-    int process_rank() const { return rank_; }
-    int process_count() const { return size_; }
-    int processes_on_this_node() const { return node_size_; }
 
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       local_.all_reduce(replica, data, count, ReduceOp::kSum);
@@ -122,44 +177,6 @@ struct MpiAllReduce {
     void abort() {
       local_.abort();
       barrier_.abort();
-    }
-
-    // A replica of this process failed mid-step while the other ranks wait in
-    // the collective: they cannot be released one by one, so the job ends
-    // here, non-zero, naming this rank (tf.distribute fails the job too).
-    [[noreturn]] void end_job_after_failure(const char* what) {
-      std::fprintf(stderr, "lockstep: rank %d of %d failed: %s\nlockstep: aborting the job\n", rank_, size_, what);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-      std::abort();
-    }
-
-    // Main thread only, every process: rank 0's bytes everywhere.
-    void broadcast_from_root(void* data, std::size_t bytes) {
-      detail::mpi_check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm_), "MPI_Bcast");
-    }
-    void sum_across_processes(double* values, std::size_t count) {
-      detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm_),
-                        "MPI_Allreduce");
-    }
-    // Every rank must pass the same values; otherwise every rank throws an
-    // Error naming what differs and each rank's value, so none is left waiting.
-    void check_same_across_processes(const char* const* names, const std::uint64_t* values, std::size_t count) {
-      std::vector<std::uint64_t> all(count * static_cast<std::size_t>(size_));
-      detail::mpi_check(MPI_Allgather(values, static_cast<int>(count), MPI_UINT64_T, all.data(),
-                                      static_cast<int>(count), MPI_UINT64_T, comm_),
-                        "MPI_Allgather");
-      std::ostringstream differ;
-      for (std::size_t i = 0; i < count; ++i) {
-        bool same = true;
-        for (int r = 1; r < size_; ++r) same = same && all[static_cast<std::size_t>(r) * count + i] == all[i];
-        if (same) continue;
-        differ << "\n  " << names[i] << ":";
-        for (int r = 0; r < size_; ++r) differ << " rank " << r << " has " << all[static_cast<std::size_t>(r) * count + i] << ';';
-      }
-      if (!differ.str().empty())
-        fail("MultiWorkerMirroredPolicy: the processes of this job disagree; every rank must run the same model, "
-             "global batch and replica layout:", differ.str());
     }
 
    private:
@@ -190,8 +207,6 @@ struct MpiAllReduce {
     HostAllReduce::Group local_;
     host::SpinBarrier barrier_;
     float* root_buffer_ = nullptr;  // local replica 0's buffer, holding the job-wide result
-    MPI_Comm comm_ = MPI_COMM_NULL;
-    int rank_ = 0, size_ = 1, node_size_ = 1;
     std::vector<int> counts_, displs_;
     std::size_t cached_count_ = 0;
   };

@@ -23,7 +23,13 @@
 
 namespace lockstep {
 
-class NcclAllReduce::Group : public detail::SingleProcess {
+namespace detail {
+
+// What both NCCL groups share: one communicator per local replica, the
+// in-place all-reduce on a replica's stream, and the teardown. The groups
+// differ in how the communicators are made (ncclCommInitAll in one process,
+// ncclCommInitRank across processes).
+class NcclCommunicators {
  public:
   // The trainer may record all_reduce in a CUDA graph: NCCL kernels are captured like any other.
   static constexpr bool kCapturable = true;
@@ -32,32 +38,13 @@ class NcclAllReduce::Group : public detail::SingleProcess {
   // One GPU cannot be two ranks of one communicator.
   static constexpr bool kSharedDevices = false;
 
-  // Replica r runs on devices[r]; every device at most once.
-  explicit Group(const std::vector<int>& devices) : devices_(devices) {
-    require(!devices.empty(), "NcclAllReduce: no devices given, expected one GPU per replica");
-    for (std::size_t r = 0; r < devices.size(); ++r)
-      for (std::size_t q = 0; q < r; ++q)
-        require(devices[q] != devices[r], "NcclAllReduce: GPU ", devices[r], " is given to replicas ", q, " and ", r,
-                ", but NCCL needs one replica per GPU (one GPU cannot be two ranks of a communicator); put several "
-                "replicas on one GPU with HierarchicalCopyAllReduce or ReductionToOneDevice");
-    int visible = 0;
-    LOCKSTEP_CUDA_CHECK(cudaGetDeviceCount(&visible));
-    for (std::size_t r = 0; r < devices.size(); ++r)
-      require(devices[r] >= 0 && devices[r] < visible, "NcclAllReduce: replica ", r, " is on GPU ", devices[r],
-              ", expected a GPU in [0, ", visible, ")");
-    comms_.assign(devices.size(), nullptr);
-    int current = 0;
-    LOCKSTEP_CUDA_CHECK(cudaGetDevice(&current));
-    gpu::DeviceGuard keep(current);  // ncclCommInitAll visits every device; the caller's stays current
-    LOCKSTEP_NCCL_CHECK(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
-  }
-  Group(const Group&) = delete;
-  Group& operator=(const Group&) = delete;
+  NcclCommunicators(const NcclCommunicators&) = delete;
+  NcclCommunicators& operator=(const NcclCommunicators&) = delete;
   // Waits for this group's outstanding operations; never throws (a destructor).
   // CUDA graphs that captured calls on these communicators must be destroyed
   // first: from NCCL 2.26 on, ncclCommDestroy (and ncclCommAbort) wait until
   // no graph references the communicator, so a live graph hangs them.
-  ~Group() {
+  ~NcclCommunicators() {
     int current = 0;
     const bool restore = cudaGetDevice(&current) == cudaSuccess;
     for (ncclComm_t comm : comms_)
@@ -65,6 +52,7 @@ class NcclAllReduce::Group : public detail::SingleProcess {
     if (restore) cudaSetDevice(current);  // NCCL switches devices to tear each rank down
   }
 
+  // Local replicas (this process's).
   int size() const { return static_cast<int>(devices_.size()); }
   const std::vector<int>& devices() const { return devices_; }
 
@@ -99,9 +87,38 @@ class NcclAllReduce::Group : public detail::SingleProcess {
     if (restore) cudaSetDevice(current);
   }
 
- private:
+ protected:
+  // Checks the devices: each visible and at most once.
+  explicit NcclCommunicators(const std::vector<int>& devices) : devices_(devices), comms_(devices.size(), nullptr) {
+    require(!devices.empty(), "NcclAllReduce: no devices given, expected one GPU per replica");
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      for (std::size_t q = 0; q < r; ++q)
+        require(devices[q] != devices[r], "NcclAllReduce: GPU ", devices[r], " is given to replicas ", q, " and ", r,
+                ", but NCCL needs one replica per GPU (one GPU cannot be two ranks of a communicator); put several "
+                "replicas on one GPU with HierarchicalCopyAllReduce or ReductionToOneDevice");
+    int visible = 0;
+    LOCKSTEP_CUDA_CHECK(cudaGetDeviceCount(&visible));
+    for (std::size_t r = 0; r < devices.size(); ++r)
+      require(devices[r] >= 0 && devices[r] < visible, "NcclAllReduce: replica ", r, " is on GPU ", devices[r],
+              ", expected a GPU in [0, ", visible, ")");
+  }
+
   std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;
+};
+
+}  // namespace detail
+
+// All replicas in this process: ncclCommInitAll over their GPUs.
+class NcclAllReduce::Group : public detail::NcclCommunicators, public detail::SingleProcess {
+ public:
+  // Replica r runs on devices[r]; every device at most once.
+  explicit Group(const std::vector<int>& devices) : NcclCommunicators(devices) {
+    int current = 0;
+    LOCKSTEP_CUDA_CHECK(cudaGetDevice(&current));
+    gpu::DeviceGuard keep(current);  // ncclCommInitAll visits every device; the caller's stays current
+    LOCKSTEP_NCCL_CHECK(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()));
+  }
 };
 
 }  // namespace lockstep

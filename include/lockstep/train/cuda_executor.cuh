@@ -80,7 +80,7 @@ template <class Strategy, class Optimizer, class Loss, class... Metric>
 class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
  public:
   using collective = typename Strategy::collective;
-  using group_type = typename collective::Group;
+  using group_type = typename group_of<Strategy>::type;
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
   static constexpr std::size_t kMetrics = sizeof...(Metric);
@@ -228,9 +228,11 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
               "replicas with MirroredPolicy<HostAllReduce>");
       return all;
     }
-    std::vector<int> first(static_cast<std::size_t>(strategy.replicas()));
-    for (std::size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int>(i);
-    return first;
+    // GPUs first..first+R-1; first is 0 but for processes that share a machine.
+    const int first = first_local_device<group_type>::get(strategy.replicas());
+    std::vector<int> devices(static_cast<std::size_t>(strategy.replicas()));
+    for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = first + static_cast<int>(i);
+    return devices;
   }
 
   // What a replica keeps whatever the model: its streams and cuBLAS handles.

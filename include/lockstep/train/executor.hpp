@@ -44,6 +44,28 @@ std::vector<double> sum_over_replicas(const std::vector<double>& per_replica, st
   return out;
 }
 
+// The collective Group a strategy's replicas use: the strategy's `group` when
+// it names one (MultiWorkerMirroredPolicy), else its collective's Group.
+template <class S, class = void>
+struct group_of {
+  using type = typename S::collective::Group;
+};
+template <class S>
+struct group_of<S, std::void_t<typename S::group>> {
+  using type = typename S::group;
+};
+
+// The first GPU of this process's replicas when the strategy names none:
+// 0, or what a multi-process group says (its share of the machine's GPUs).
+template <class G, class = void>
+struct first_local_device {
+  static int get(int) { return 0; }
+};
+template <class G>
+struct first_local_device<G, std::void_t<decltype(G::first_local_device(1))>> {
+  static int get(int local_replicas) { return G::first_local_device(local_replicas); }
+};
+
 template <class T, class = void>
 struct is_complete : std::false_type {};
 template <class T>

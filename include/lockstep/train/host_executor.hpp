@@ -44,6 +44,7 @@ template <class Strategy, class Optimizer, class Loss, class... Metric>
 class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
  public:
   using collective = typename Strategy::collective;
+  using group_type = typename group_of<Strategy>::type;
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
   static constexpr std::size_t kMetrics = sizeof...(Metric);
@@ -63,7 +64,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   int replicas() const { return pool_.size(); }
   int global_replicas() const { return pool_.size() * group_->process_count(); }
   int process_rank() const { return group_->process_rank(); }
-  typename collective::Group& group() { return *group_; }
+  group_type& group() { return *group_; }
 
   // Makes (or keeps, for the same model object) the replicas' state and
   // mirrors the model's parameters to every replica that owns variables.
@@ -261,7 +262,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   Optimizer optimizer_;
   host::ReplicaPool pool_;
-  std::optional<typename collective::Group> group_;
+  std::optional<group_type> group_;
   std::shared_ptr<void> run_state_;
   const void* run_state_type_ = nullptr;
   // The step job, built once per fit so that no step allocates, and what it reads.
