@@ -36,8 +36,9 @@ const char* kUsage =
     "                     [--data DIR] [--seed S]\n"
     "  --backend B     host (CPU threads) or cuda (GPUs; builds made by nvcc, the default there\n"
     "                  when a GPU is visible)\n"
-    "  --strategy S    mirrored (default), central (CentralStoragePolicy) or multiworker\n"
-    "                  (MultiWorkerMirroredPolicy<MpiAllReduce>: start with mpirun -np P)\n"
+    "  --strategy S    mirrored (default), central (CentralStoragePolicy; with cuda the\n"
+    "                  variables live on the first GPU) or multiworker (MultiWorkerMirroredPolicy\n"
+    "                  over MPI, or NCCL with cuda: start with mpirun -np P)\n"
     "  --replicas N    host replicas (threads) per process, default 2; with cuda, GPUs 0..N-1,\n"
     "                  default every visible GPU\n"
     "  --collective C  with cuda: nccl (default), hierarchical or one_device\n"
@@ -147,8 +148,6 @@ int main(int argc, char** argv) {
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (!backend_given(argc, argv) && gpu::visible_devices() > 0) flags.backend = "cuda";
     if (flags.backend == "cuda") {
-      require(flags.strategy != "central", "--strategy central: CentralStoragePolicy runs on host replicas (central "
-                                           "variables on GPU 0 are not built yet); use --backend host");
       if (flags.strategy == "multiworker") {
 #if defined(LOCKSTEP_HAVE_MPI)
         return train(flags, MultiWorkerMirroredPolicy<NcclAllReduce>{flags.replicas_given ? flags.replicas : 1});
@@ -159,6 +158,8 @@ int main(int argc, char** argv) {
       // Every visible GPU unless --replicas names how many.
       const int gpus = flags.replicas_given ? flags.replicas : 0;
       auto on = [&](auto policy) { return train(flags, policy); };
+      if (flags.strategy == "central")  // the variables on the first GPU
+        return on(gpus ? CudaCentralStoragePolicy{gpus} : CudaCentralStoragePolicy{});
       if (flags.collective == "hierarchical")
         return on(gpus ? MirroredPolicy<HierarchicalCopyAllReduce>{gpus} : MirroredPolicy<HierarchicalCopyAllReduce>{});
       if (flags.collective == "one_device")

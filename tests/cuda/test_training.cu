@@ -120,3 +120,13 @@ TEST_CASE("a device that does not exist is an error naming how many are visible"
   CHECK_THROWS_WITH_AS(T{MirroredPolicy<NcclAllReduce>{std::vector<int>{gpus}}}, doctest::Contains("does not exist"),
                        Error);
 }
+
+TEST_CASE("CudaCentralStoragePolicy equals MirroredPolicy on the same data (<= 1e-4)") {
+  for (int n : {1, 3}) {
+    CAPTURE(n);
+    const std::vector<int> devices(static_cast<std::size_t>(n), 0);  // replicas may share the central GPU
+    const auto central = train(CudaCentralStoragePolicy{devices}, true);
+    CHECK(central != Model{11}.parameters());
+    CHECK(testing::max_abs_difference(host_reference(n), central) <= 1e-4);
+  }
+}

@@ -97,6 +97,28 @@ class PeerCopyAllReduce {
   const std::vector<int>& devices() const { return devices_; }
 
   void all_reduce(int replica, float* data, std::size_t count, cudaStream_t stream) {
+    run(replica, data, count, stream, true, true);
+  }
+  // With one part (replica 0 owns it): the sum lands in replica 0's buffer
+  // only (the others keep theirs); CentralStoragePolicy's "gradients to the
+  // central device".
+  void reduce_to_root(int replica, float* data, std::size_t count, cudaStream_t stream) {
+    run(replica, data, count, stream, true, false);
+  }
+  // With one part: replica 0's buffer copied into every other replica's
+  // (the central variables sent to the replicas).
+  void copy_from_root(int replica, float* data, std::size_t count, cudaStream_t stream) {
+    run(replica, data, count, stream, false, true);
+  }
+
+  void abort() { barrier_.abort(); }
+
+ private:
+  // The three phases, each ended by a host barrier: (1) every replica's
+  // buffer is ready; (2) each owner sums its part from every peer (`reduce`);
+  // (3) every replica copies the parts it does not own from their owners
+  // (`gather`). Every replica takes the same phases, so none is left waiting.
+  void run(int replica, float* data, std::size_t count, cudaStream_t stream, bool reduce, bool gather) {
     require(replica >= 0 && replica < size(), name_, ": replica ", replica, ", expected one in [0, ", size(), ")");
     const int n = size();
     if (n == 1 || count == 0) return;  // every replica returns alike: no one waits at a barrier
@@ -106,12 +128,12 @@ class PeerCopyAllReduce {
     Replica& me = replicas_[r];
     const bool owner = replica < parts_;
     const auto [first, last] = part(replica, count);
-    if (owner) reserve_scratch(me, static_cast<std::size_t>(n - 1) * (last - first));
+    if (owner && reduce) reserve_scratch(me, static_cast<std::size_t>(n - 1) * (last - first));
     me.data = data;
     me.ready.record(stream);  // the caller's work on `data` so far
     barrier_.wait();          // 1: every replica's pointer and `ready` are visible
 
-    if (owner && last > first) {
+    if (reduce && owner && last > first) {
       const std::size_t len = last - first;
       for (int p = 0; p < n; ++p) {
         if (p == replica) continue;
@@ -135,8 +157,10 @@ class PeerCopyAllReduce {
       const auto [f, l] = part(c, count);
       if (l == f) continue;
       const Replica& holder = replicas_[static_cast<std::size_t>(c)];
-      // Also orders this copy after owner c's reads of this replica's part c.
+      // Also orders this copy (or, without a gather, this replica's next
+      // write to its buffer) after owner c's reads of this replica's part c.
       holder.reduced.wait_in(stream);
+      if (!gather) continue;
       LOCKSTEP_CUDA_CHECK(cudaMemcpyPeerAsync(data + f, device, holder.data + f, devices_[static_cast<std::size_t>(c)],
                                               (l - f) * sizeof(float), stream));
     }
@@ -147,14 +171,11 @@ class PeerCopyAllReduce {
     // work on this buffer must wait for those reads. A non-owner's buffer was
     // read only in the reduce, and its stream already waited for that
     // (`reduced` above).
-    if (owner)
+    if (owner && gather)
       for (int p = 0; p < n; ++p)
         if (p != replica) replicas_[static_cast<std::size_t>(p)].done.wait_in(stream);
   }
 
-  void abort() { barrier_.abort(); }
-
- private:
   struct Replica {
     Event ready, reduced, done;  // on the replica's device, without timing
     DeviceBuffer<float> scratch;

@@ -38,6 +38,15 @@ class ReductionToOneDevice<Cuda>::Group : public detail::SingleProcess {
   void all_reduce(int replica, float* data, std::size_t count, cudaStream_t stream) {
     engine_.all_reduce(replica, data, count, stream);
   }
+  // The sum in replica 0's buffer only (the others keep partial data):
+  // gradients sent to the central device (CudaCentralStoragePolicy).
+  void reduce_to_root(int replica, float* data, std::size_t count, cudaStream_t stream) {
+    engine_.reduce_to_root(replica, data, count, stream);
+  }
+  // Replica 0's buffer copied to every replica: the central variables sent out.
+  void copy_from_root(int replica, float* data, std::size_t count, cudaStream_t stream) {
+    engine_.copy_from_root(replica, data, count, stream);
+  }
 
   // Releases replicas waiting at a barrier after one failed: they throw lockstep::Error.
   void abort() { engine_.abort(); }

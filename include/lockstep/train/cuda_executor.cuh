@@ -85,9 +85,9 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using data_type = BasicDataset<label_type>;
   static constexpr std::size_t kMetrics = sizeof...(Metric);
   static constexpr std::size_t kStats = 1 + kMetrics;
-  static_assert(!central_variables_v<Strategy>,
-                "CentralStoragePolicy keeps its variables in host memory and runs on Host replicas; on GPUs use "
-                "MirroredPolicy<NcclAllReduce> (central variables on GPU 0 are not built yet).");
+  // CudaCentralStoragePolicy: replica 0's GPU holds the variables and the
+  // optimizer state; the others hold a compute copy of the variables.
+  static constexpr bool kCentral = central_variables_v<Strategy>;
 
   Executor(const Strategy& strategy, const Optimizer& optimizer)
       : optimizer_(optimizer), devices_(resolve_devices(strategy)),
@@ -249,8 +249,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // The memory of one replica for one model, on its device.
   template <class Model>
   struct Replica {
-    explicit Replica(const Optimizer& opt) : params(Model::kParams), grads(Model::kParams + kStats), opt_state(opt, Model::kParams),
-                                    stats(kStats) {}
+    Replica(const Optimizer& opt, bool owns_variables)
+        : params(Model::kParams), grads(Model::kParams + kStats), stats(kStats) {
+      if (owns_variables) opt_state.emplace(opt, Model::kParams);
+    }
     void resize(std::size_t capacity, std::size_t label_width) {
       ws = Workspace<Model>(static_cast<int>(capacity));
       x.resize(capacity * Model::kInputs);
@@ -260,7 +262,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       for (auto& p : pinned_labels) p.resize(capacity * label_width);
     }
     gpu::DeviceBuffer<float> params, grads;  // grads: kParams gradients, then the step's kStats sums
-    typename Optimizer::template State<Cuda> opt_state;
+    std::optional<typename Optimizer::template State<Cuda>> opt_state;  // the replicas that own variables
     Workspace<Model> ws;
     gpu::DeviceBuffer<float> x;
     gpu::DeviceBuffer<label_type> labels;
@@ -311,7 +313,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       auto fresh = std::make_shared<RunState<Model>>();
       fresh->model = model.identity();
       fresh->replicas.resize(static_cast<std::size_t>(replicas()));
-      on_replicas([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_); });
+      on_replicas([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); });
       run_state_ = std::move(fresh);
       run_state_type_ = run_state_tag<Model>();
       forget_graphs_ = [this] {
@@ -452,7 +454,14 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     (c.for_each_row(n, Metric::template row<Model::kOutputs>(out, rep.labels.data(), row_stats + m++ * cap)), ...);
     for (std::size_t i = 0; i < kStats; ++i) c.for_each_index(1, kernels::SumInto{row_stats + i * cap, n, stats + i});
 
-    if constexpr (group_type::kPartial) {
+    if constexpr (kCentral) {
+      // Gradients to the central GPU, which updates the variables and sends them out.
+      Model::backward(c, rep.params.data(), rep.x.data(), rows, rep.ws, grads);
+      group_->reduce_to_root(r, grads, Model::kParams + kStats, c.stream());
+      if (r == 0) rep.opt_state->step(c, optimizer_, rep.params.data(), grads);
+      group_->copy_from_root(r, rep.params.data(), Model::kParams, c.stream());
+      return;
+    } else if constexpr (group_type::kPartial) {
       // Each layer's gradient goes to the collective as soon as it is ready;
       // the step's sums ride with the first chunk, the last layer's. Only the
       // first: after a parameter-free last layer (an activation, a softmax)
@@ -473,7 +482,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       Model::backward(c, rep.params.data(), rep.x.data(), rows, rep.ws, grads);
       group_->all_reduce(r, grads, Model::kParams + kStats, c.stream());
     }
-    rep.opt_state.step(c, optimizer_, rep.params.data(), grads);
+    rep.opt_state->step(c, optimizer_, rep.params.data(), grads);
   }
 
   Optimizer optimizer_;
