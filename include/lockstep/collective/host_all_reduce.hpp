@@ -25,7 +25,11 @@ struct HostAllReduce {
 
   class Group : public detail::SingleProcess {
    public:
-    explicit Group(int replicas) : replicas_(replicas), buffers_(static_cast<std::size_t>(std::max(replicas, 1))), barrier_(replicas) {
+    explicit Group(int replicas)
+        : replicas_(replicas),
+          buffers_(static_cast<std::size_t>(std::max(replicas, 1))),
+          params_(buffers_.size()),
+          barrier_(replicas) {
       require(replicas >= 1, "HostAllReduce: ", replicas, " replicas, expected at least 1");
     }
 
@@ -41,6 +45,39 @@ struct HostAllReduce {
     // central device".
     void reduce_to_root(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       reduce(replica, data, count, op, false);
+    }
+
+    // The all-reduce and the optimizer step together, each replica updating
+    // only its own chunk (ZeRO's sharded update, in shared memory): the
+    // gradient chunks are reduce-scattered as in all_reduce, `update(first,
+    // last)` applies the optimizer to the parameters [first, last) that this
+    // replica owns, and the replicas then gather each other's updated
+    // parameters instead of each other's gradients. The same bytes move as in
+    // all_reduce, and each replica does 1/N of the optimizer's work. Entries of
+    // `grads` past `params_count` (the step's statistics) are gathered too.
+    template <class Update>
+    void reduce_update_gather(int replica, float* grads, std::size_t count, float* params, std::size_t params_count,
+                              Update&& update) {
+      if (replicas_ == 1) {
+        update(std::size_t{0}, params_count);
+        return;
+      }
+      const std::size_t r = static_cast<std::size_t>(replica);
+      buffers_[r] = grads;
+      params_[r] = params;
+      barrier_.wait();
+      const auto [first, last] = chunk(replica, count);
+      reduce_chunk(grads, first, last, 1.0f);
+      if (first < params_count) update(first, std::min(last, params_count));
+      barrier_.wait();
+      for (int owner = 0; owner < replicas_; ++owner) {
+        if (owner == replica) continue;
+        const auto [f, l] = chunk(owner, count);
+        const std::size_t o = static_cast<std::size_t>(owner), split = std::clamp(params_count, f, l);
+        if (split > f) std::memcpy(params + f, params_[o] + f, (split - f) * sizeof(float));
+        if (l > split) std::memcpy(grads + split, buffers_[o] + split, (l - split) * sizeof(float));
+      }
+      barrier_.wait();  // no replica may touch its buffers again until every copy from them is done
     }
 
     // Releases replicas waiting in all_reduce after one of them failed.
@@ -95,6 +132,7 @@ struct HostAllReduce {
 
     int replicas_;
     std::vector<float*> buffers_;
+    std::vector<float*> params_;  // reduce_update_gather's parameter buffers
     host::SpinBarrier barrier_;
   };
 };

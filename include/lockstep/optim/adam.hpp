@@ -73,10 +73,14 @@ class Adam::State<Host> {
   void step(Ctx&, const Adam& opt, float* params, const float* grads) {
     step(opt, params, grads);
   }
-  void step(const Adam& opt, float* params, const float* grads) {
+  void step(const Adam& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
+  // One update of the entries [first, last) only: a replica's shard under a
+  // sharded update (HostAllReduce::Group::reduce_update_gather).
+  void step(const Adam& opt, float* params, const float* grads, std::size_t first, std::size_t last) {
     ++iterations_;
-    host::for_each_index(size_, kernels::AdamStep{params, grads, m_.data(), v_.data(), opt.alpha(iterations_),
-                                                  opt.beta_1, opt.beta_2, opt.epsilon});
+    host::for_each_index(last - first, kernels::AdamStep{params + first, grads + first, m_.data() + first,
+                                                         v_.data() + first, opt.alpha(iterations_), opt.beta_1,
+                                                         opt.beta_2, opt.epsilon});
   }
   std::int64_t iterations() const { return iterations_; }
 

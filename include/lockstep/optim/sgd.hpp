@@ -60,13 +60,16 @@ class Sgd::State<Host> {
   void step(Ctx&, const Sgd& opt, float* params, const float* grads) {
     step(opt, params, grads);
   }
-  void step(const Sgd& opt, float* params, const float* grads) {
+  void step(const Sgd& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
+  // One update of the entries [first, last) only (a replica's shard).
+  void step(const Sgd& opt, float* params, const float* grads, std::size_t first, std::size_t last) {
     if (opt.momentum > 0) {
       if (velocity_.size() != size_) velocity_.resize(size_);  // momentum switched on between fits
-      host::for_each_index(size_, kernels::SgdMomentumStep{params, grads, velocity_.data(), opt.learning_rate,
-                                                           opt.momentum, opt.nesterov});
+      host::for_each_index(last - first, kernels::SgdMomentumStep{params + first, grads + first,
+                                                                  velocity_.data() + first, opt.learning_rate,
+                                                                  opt.momentum, opt.nesterov});
     } else {
-      host::for_each_index(size_, kernels::SgdStep{params, grads, opt.learning_rate});
+      host::for_each_index(last - first, kernels::SgdStep{params + first, grads + first, opt.learning_rate});
     }
     ++iterations_;
   }

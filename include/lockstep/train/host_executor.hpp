@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "lockstep/backend/backends.hpp"
@@ -21,6 +23,7 @@
 #include "lockstep/backend/host/gemm.hpp"
 #include "lockstep/backend/host/replica_pool.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/traits.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
 #include "lockstep/metrics/accuracy.hpp"
@@ -40,6 +43,11 @@ inline std::string describe(const std::exception_ptr& error) {
   }
 }
 
+// State<Host>::step(opt, params, grads, first, last): one update of a range.
+template <class O>
+using ranged_step = decltype(std::declval<typename O::template State<Host>&>().step(
+    std::declval<const O&>(), std::declval<float*>(), std::declval<const float*>(), std::size_t{}, std::size_t{}));
+
 template <class Strategy, class Optimizer, class Loss, class... Metric>
 class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
  public:
@@ -52,6 +60,11 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // buffer, so one collective call combines them across replicas and processes.
   static constexpr std::size_t kStats = 1 + kMetrics;
   static constexpr bool kCentral = central_variables_v<Strategy>;
+  // Collectives in shared memory fuse the optimizer into the all-reduce: each
+  // replica updates its own chunk and the replicas gather parameters.
+  // (An optimizer state without a ranged step falls back to the full update.)
+  static constexpr bool kShardedUpdate =
+      std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer>;
 
   Executor(const Strategy& strategy, const Optimizer& optimizer) : optimizer_(optimizer), pool_(strategy.replicas()) {
     group_.emplace(strategy.replicas());
@@ -255,8 +268,16 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       group_->reduce_to_root(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
       if (r == 0) rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
     } else {
-      group_->all_reduce(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
-      rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
+      if constexpr (kShardedUpdate) {
+        group_->reduce_update_gather(r, rep.grads.data(), Model::kParams + kStats, rep.params.data(), Model::kParams,
+                                     [&](std::size_t first, std::size_t last) {
+                                       rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data(), first,
+                                                           last);
+                                     });
+      } else {
+        group_->all_reduce(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
+        rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
+      }
     }
   }
 
