@@ -279,11 +279,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     std::pair<std::size_t, std::size_t> last_key{};       // the previous eager step's
   };
   template <class Model>
-  struct RunState {
-    std::uint64_t model = 0;
-    std::size_t capacity = 0, label_width = 0;
-    std::vector<std::unique_ptr<Replica<Model>>> replicas;
-  };
+  using RunState = ModelStates::Of<Replica<Model>>;
   // Parameters and buffers of one evaluate or predict call.
   template <class Model>
   struct Inference {
@@ -300,22 +296,15 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   template <class Model>
   RunState<Model>& current() {
-    return *static_cast<RunState<Model>*>(run_state_.get());
-  }
-  template <class Model>
-  static const void* run_state_tag() {
-    static const char tag = 0;
-    return &tag;
+    return states_.current<Replica<Model>>();
   }
   template <class Model>
   RunState<Model>& run_state(const Model& model, std::size_t capacity, std::size_t label_width) {
-    if (run_state_type_ != run_state_tag<Model>() || current<Model>().model != model.identity()) {
-      auto fresh = std::make_shared<RunState<Model>>();
-      fresh->model = model.identity();
-      fresh->replicas.resize(static_cast<std::size_t>(replicas()));
-      on_replicas([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); });
-      run_state_ = std::move(fresh);
-      run_state_type_ = run_state_tag<Model>();
+    bool fresh = false;
+    RunState<Model>& run = states_.get<Replica<Model>>(
+        model, replicas(), capacity, label_width, [&](auto&& f) { on_replicas(f); },
+        [&](int r) { return std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); }, &fresh);
+    if (fresh)
       forget_graphs_ = [this] {
         for (auto& rep : current<Model>().replicas) {
           rep->graph.reset();
@@ -323,13 +312,6 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
           rep->prefetched = false;
         }
       };
-    }
-    auto& run = current<Model>();
-    if (run.capacity != capacity || run.label_width != label_width) {
-      on_replicas([&](int r) { run.replicas[r]->resize(capacity, label_width); });
-      run.capacity = capacity;
-      run.label_width = label_width;
-    }
     return run;
   }
 
@@ -492,8 +474,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   host::ReplicaPool pool_;
   std::optional<group_type> group_;
   std::vector<std::unique_ptr<ReplicaContext>> contexts_;
-  std::shared_ptr<void> run_state_;
-  const void* run_state_type_ = nullptr;
+  ModelStates states_;
   std::function<void(int)> job_;
   std::function<void()> forget_graphs_;  // drops the current RunState's graphs (set with it)
   std::atomic<bool> failed_{false};      // a replica of the running job failed (see wait_for)

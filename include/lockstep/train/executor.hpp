@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -64,6 +65,61 @@ struct first_local_device {
 template <class G>
 struct first_local_device<G, std::void_t<decltype(G::first_local_device(1))>> {
   static int get(int local_replicas) { return G::first_local_device(local_replicas); }
+};
+
+// The replicas' state for the model object a trainer trains, kept across fit
+// calls on that object (Adam's moments carry over, as in Keras); another
+// model object, or another model type, starts fresh. Keyed by the model's
+// identity, not its address, which can be reused. `Replica` is an executor's
+// per-replica state for one model type, with resize(capacity, label_width).
+class ModelStates {
+ public:
+  template <class Replica>
+  struct Of {
+    std::size_t capacity = 0, label_width = 0;
+    std::vector<std::unique_ptr<Replica>> replicas;
+  };
+
+  // The state of `model`, made by make(r) for each replica and resized when
+  // the rows per replica or the label width change, both through on_each(f),
+  // which runs f(r) on every replica's own thread (first touch, current
+  // device). Sets *fresh when the state was made anew.
+  template <class Replica, class Model, class OnEach, class Make>
+  Of<Replica>& get(const Model& model, int replicas, std::size_t capacity, std::size_t label_width, OnEach&& on_each,
+                   Make&& make, bool* fresh = nullptr) {
+    if (type_ != tag<Replica>() || model_ != model.identity()) {
+      auto made = std::make_shared<Of<Replica>>();
+      made->replicas.resize(static_cast<std::size_t>(replicas));
+      on_each([&](int r) { made->replicas[static_cast<std::size_t>(r)] = make(r); });
+      state_ = std::move(made);
+      type_ = tag<Replica>();
+      model_ = model.identity();
+      if (fresh) *fresh = true;
+    }
+    Of<Replica>& state = current<Replica>();
+    if (state.capacity != capacity || state.label_width != label_width) {
+      on_each([&](int r) { state.replicas[static_cast<std::size_t>(r)]->resize(capacity, label_width); });
+      state.capacity = capacity;
+      state.label_width = label_width;
+    }
+    return state;
+  }
+
+  // The state last returned by get (of this Replica type).
+  template <class Replica>
+  Of<Replica>& current() {
+    return *static_cast<Of<Replica>*>(state_.get());
+  }
+
+ private:
+  template <class Replica>
+  static const void* tag() {
+    static const char t = 0;
+    return &t;
+  }
+  std::shared_ptr<void> state_;
+  const void* type_ = nullptr;
+  std::uint64_t model_ = 0;
 };
 
 template <class T, class = void>

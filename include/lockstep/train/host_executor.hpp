@@ -178,42 +178,16 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     host::AlignedBuffer<float> row_loss;
   };
   template <class Model>
-  struct RunState {
-    std::uint64_t model = 0;  // Model::identity()
-    std::size_t capacity = 0, label_width = 0;
-    std::vector<std::unique_ptr<Replica<Model>>> replicas;
-  };
+  using RunState = ModelStates::Of<Replica<Model>>;
   template <class Model>
   RunState<Model>& current() {
-    return *static_cast<RunState<Model>*>(run_state_.get());
+    return states_.current<Replica<Model>>();
   }
-  template <class Model>
-  static const void* run_state_tag() {
-    static const char tag = 0;
-    return &tag;
-  }
-
-  // The replicas' state for `model`, kept across fit calls on the same model
-  // object (Adam's moments carry over, as in Keras); a new model starts fresh.
   template <class Model>
   RunState<Model>& run_state(const Model& model, std::size_t capacity, std::size_t label_width) {
-    if (run_state_type_ != run_state_tag<Model>() ||
-        static_cast<RunState<Model>*>(run_state_.get())->model != model.identity()) {
-      auto fresh = std::make_shared<RunState<Model>>();
-      fresh->model = model.identity();
-      fresh->replicas.resize(static_cast<std::size_t>(replicas()));
-      // Each replica allocates its own memory on its own thread (first touch).
-      pool_.run([&](int r) { fresh->replicas[r] = std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); });
-      run_state_ = std::move(fresh);
-      run_state_type_ = run_state_tag<Model>();
-    }
-    auto& run = *static_cast<RunState<Model>*>(run_state_.get());
-    if (run.capacity != capacity || run.label_width != label_width) {
-      pool_.run([&](int r) { run.replicas[r]->resize(capacity, label_width); });
-      run.capacity = capacity;
-      run.label_width = label_width;
-    }
-    return run;
+    return states_.get<Replica<Model>>(
+        model, replicas(), capacity, label_width, [&](auto&& f) { pool_.run(f); },
+        [&](int r) { return std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); });
   }
 
   // Runs a step on every replica. After a failure the collective is made anew,
@@ -284,8 +258,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Optimizer optimizer_;
   host::ReplicaPool pool_;
   std::optional<group_type> group_;
-  std::shared_ptr<void> run_state_;
-  const void* run_state_type_ = nullptr;
+  ModelStates states_;
   // The step job, built once per fit so that no step allocates, and what it reads.
   std::function<void(int)> job_;
   const std::function<void()> abort_ = [this] { group_->abort(); };
