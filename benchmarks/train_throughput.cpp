@@ -2,7 +2,9 @@
 // synthetic data of the same shape: samples/s and ms per synchronous step.
 // usage: train_throughput [--backend host|cuda] [--strategy mirrored|central|multiworker]
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
-//                         [--batch-size B] [--steps S] [--blas-threads T]
+//                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
+// The data set is S batches of B synthetic samples; it is trained E times
+// (default 1), so a longer measurement keeps the same data set size.
 // multiworker runs under mpirun; --replicas is then per process, B global.
 // --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
 // with the chosen collective; it prints the model TFLOP/s instead of mfu.
@@ -27,12 +29,20 @@
 
 namespace {
 
+// What to measure: the batch, the batches per epoch, the epochs, BLAS threads (0: cores / replicas).
+struct Run {
+  std::size_t batch = 128;
+  int steps = 200, epochs = 1, blas_threads = 0;
+};
+
 template <class Strategy>
-int measure(Strategy strategy, const char* name, std::size_t batch, int steps, int blas_threads) {
+int measure(Strategy strategy, const char* name, const Run& run) {
+  const std::size_t batch = run.batch;
+  const int steps = run.steps * run.epochs;  // timed steps
   using namespace lockstep;
   using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
-  // One epoch of `steps` batches of uniform pixels and random labels.
-  const std::size_t samples = batch * static_cast<std::size_t>(steps);
+  // A data set of run.steps batches of uniform pixels and random labels.
+  const std::size_t samples = batch * static_cast<std::size_t>(run.steps);
   std::vector<float> x(samples * 784);
   std::vector<std::int32_t> y(samples);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = Philox4x32::uniform(1, rng_stream::kData, i);
@@ -42,17 +52,18 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps, i
   Model model{0};
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
   constexpr bool kHost = std::is_same_v<typename Strategy::backend, Host>;
-  if (kHost && blas_threads > 0) host::set_blas_threads(blas_threads);  // instead of cores / replicas
+  if (kHost && run.blas_threads > 0) host::set_blas_threads(run.blas_threads);  // instead of cores / replicas
   FitOptions options;
   options.batch_size = batch;
   options.verbose = false;
   options.epochs = 1;
   trainer.fit(model, data.slice(0, std::min<std::size_t>(samples, batch * 10)), options);  // warm-up
+  options.epochs = run.epochs;
   const auto t0 = std::chrono::steady_clock::now();
   trainer.fit(model, data, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (trainer.process_rank() != 0) return 0;
-  const double samples_per_s = static_cast<double>(samples) / seconds;
+  const double samples_per_s = static_cast<double>(samples) * run.epochs / seconds;
   if constexpr (!kHost) {
     std::printf("backend=cuda strategy=%s replicas=%d batch_size=%zu steps=%d\n", name, trainer.global_replicas(),
                 batch, steps);
@@ -75,8 +86,8 @@ int measure(Strategy strategy, const char* name, std::size_t batch, int steps, i
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  int replicas = 1, steps = 200, blas_threads = 0;
-  std::size_t batch = 128;
+  int replicas = 1;
+  Run run;
   std::string strategy = "mirrored", backend = "host", collective = "nccl";
   try {
     for (int i = 1; i < argc; i += 2) {
@@ -89,31 +100,32 @@ int main(int argc, char** argv) {
       const long v = std::strtol(argv[i + 1], nullptr, 10);
       require(v >= 1, flag, ": '", argv[i + 1], "' is not an integer >= 1");
       if (flag == "--replicas") replicas = static_cast<int>(v);
-      else if (flag == "--batch-size") batch = static_cast<std::size_t>(v);
-      else if (flag == "--steps") steps = static_cast<int>(v);
-      else if (flag == "--blas-threads") blas_threads = static_cast<int>(v);
+      else if (flag == "--batch-size") run.batch = static_cast<std::size_t>(v);
+      else if (flag == "--steps") run.steps = static_cast<int>(v);
+      else if (flag == "--epochs") run.epochs = static_cast<int>(v);
+      else if (flag == "--blas-threads") run.blas_threads = static_cast<int>(v);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
-                "--steps or --blas-threads");
+                "--steps, --epochs or --blas-threads");
     }
     if (backend == "cuda") {
 #if defined(LOCKSTEP_HAVE_CUDA)
       require(strategy == "mirrored", "--strategy ", strategy, ": the cuda backend runs mirrored");
       if (collective == "hierarchical")
-        return measure(MirroredPolicy<HierarchicalCopyAllReduce>{replicas}, "mirrored-hierarchical", batch, steps, 0);
+        return measure(MirroredPolicy<HierarchicalCopyAllReduce>{replicas}, "mirrored-hierarchical", run);
       if (collective == "one_device")
-        return measure(MirroredPolicy<ReductionToOneDevice<>>{replicas}, "mirrored-one_device", batch, steps, 0);
+        return measure(MirroredPolicy<ReductionToOneDevice<>>{replicas}, "mirrored-one_device", run);
       require(collective == "nccl", "--collective: '", collective, "', expected nccl, hierarchical or one_device");
-      return measure(MirroredPolicy<NcclAllReduce>{replicas}, "mirrored-nccl", batch, steps, 0);
+      return measure(MirroredPolicy<NcclAllReduce>{replicas}, "mirrored-nccl", run);
 #else
       fail("--backend cuda: this build has no CUDA backend; run build/cuda/benchmarks/train_throughput_cuda");
 #endif
     }
     require(backend == "host", "--backend: '", backend, "', expected host or cuda");
-    if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", batch, steps, blas_threads);
-    if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", batch, steps, blas_threads);
+    if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", run);
+    if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", run);
 #if defined(LOCKSTEP_HAVE_MPI)
     if (strategy == "multiworker")
-      return measure(MultiWorkerMirroredPolicy<MpiAllReduce>{replicas}, "multiworker", batch, steps, blas_threads);
+      return measure(MultiWorkerMirroredPolicy<MpiAllReduce>{replicas}, "multiworker", run);
 #endif
     fail("--strategy: '", strategy, "', expected mirrored, central or multiworker (multiworker needs MPI)");
   } catch (const Error& e) {
