@@ -130,3 +130,43 @@ TEST_CASE("CudaCentralStoragePolicy equals MirroredPolicy on the same data (<= 1
     CHECK(testing::max_abs_difference(host_reference(n), central) <= 1e-4);
   }
 }
+
+TEST_CASE("MeanSquaredError regression on the GPU equals the host (<= 1e-4), with no metrics") {
+  const std::size_t n = 96;
+  std::vector<float> x(n * 2), y(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[2 * i] = Philox4x32::uniform(1, 0, i);
+    x[2 * i + 1] = Philox4x32::uniform(2, 0, i);
+    y[i] = 0.5f * (x[2 * i] - x[2 * i + 1]);
+  }
+  const RegressionDataset data(std::move(x), 2, std::move(y));
+  using Linear1 = Sequential<Input<2>, Dense<4, Tanh>, Dense<1>>;
+  BasicFitOptions<float> options;
+  options.epochs = 2;
+  options.batch_size = 40;  // a short last batch of 16
+  options.verbose = false;
+  Linear1 on_host{3}, on_gpu{3};
+  Trainer<MirroredPolicy<HostAllReduce>, Adam, MeanSquaredError, Metrics<>> host{MirroredPolicy<HostAllReduce>{1}};
+  Trainer<MirroredPolicy<NcclAllReduce>, Adam, MeanSquaredError, Metrics<>> gpu{MirroredPolicy<NcclAllReduce>{1}};
+  const History h = host.fit(on_host, data, options), g = gpu.fit(on_gpu, data, options);
+  CHECK(testing::max_abs_difference(on_host.parameters(), on_gpu.parameters()) <= 1e-4);
+  CHECK(g["loss"].back() == doctest::Approx(h["loss"].back()).epsilon(1e-4));
+}
+
+TEST_CASE("predict with a softmax layer and activation layers on the GPU equals the host's (<= 1e-5)") {
+  using Deep = Sequential<Input<6>, Dense<8>, Sigmoid, Dense<5, Tanh>, Relu, Dense<3>>;
+  using WithSoftmax = Deep::with_softmax;
+  const Deep model{2};
+  const WithSoftmax probabilities{model.parameters()};
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> host{MirroredPolicy<HostAllReduce>{1}};
+  Trainer<MirroredPolicy<NcclAllReduce>, Adam> gpu{MirroredPolicy<NcclAllReduce>{1}};
+  CHECK(testing::max_abs_difference(host.predict(probabilities, data(), 7), gpu.predict(probabilities, data(), 7)) <=
+        1e-5);
+  // Training through the activation layers' backward, too.
+  Deep a{2}, b{2};
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> train_host{MirroredPolicy<HostAllReduce>{1}, Adam{0.01}};
+  Trainer<MirroredPolicy<NcclAllReduce>, Adam> train_gpu{MirroredPolicy<NcclAllReduce>{1}, Adam{0.01}};
+  train_host.fit(a, data(), three_steps());
+  train_gpu.fit(b, data(), three_steps());
+  CHECK(testing::max_abs_difference(a.parameters(), b.parameters()) <= 1e-4);
+}

@@ -130,18 +130,18 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     for (int epoch = 0; epoch < options.epochs; ++epoch) {
       loader.begin_epoch(static_cast<std::uint64_t>(epoch));
       with_bar([&](auto&... cb) { detail::epoch_begin(epoch, info, cb...); });
-      double loss_sum = 0, metric_sums[kStats] = {}, seen = 0;
+      double sums[kStats] = {}, seen = 0;  // the loss, then each metric, summed over the epoch's samples
       for (std::size_t step = 0; step < loader.steps(); ++step) {
         const auto [indices, count] = loader.batch(step);
         // The next batch of this epoch, which a device backend copies while this step runs.
         StepBatch next;
         if (step + 1 < loader.steps()) std::tie(next.indices, next.count) = loader.batch(step + 1);
         const float* stats = exec_.template train_step<Model>(optimizer_, train, StepBatch{indices, count}, next);
-        loss_sum += stats[0];
-        for (std::size_t m = 0; m < kMetrics; ++m) metric_sums[m] += stats[1 + m];
         seen += static_cast<double>(count);
-        logs.set(0, loss_sum / seen);
-        for (std::size_t m = 0; m < kMetrics; ++m) logs.set(1 + m, metric_sums[m] / seen);
+        for (std::size_t i = 0; i < kStats; ++i) {
+          sums[i] += stats[i];
+          logs.set(i, sums[i] / seen);
+        }
         with_bar([&](auto&... cb) { detail::batch_end(step, logs, cb...); });
       }
       for (std::size_t i = 0; i < logs.size(); ++i) epoch_logs.set(i, logs.value(i));
