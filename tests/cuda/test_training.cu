@@ -132,14 +132,7 @@ TEST_CASE("CudaCentralStoragePolicy equals MirroredPolicy on the same data (<= 1
 }
 
 TEST_CASE("MeanSquaredError regression on the GPU equals the host (<= 1e-4), with no metrics") {
-  const std::size_t n = 96;
-  std::vector<float> x(n * 2), y(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    x[2 * i] = Philox4x32::uniform(1, 0, i);
-    x[2 * i + 1] = Philox4x32::uniform(2, 0, i);
-    y[i] = 0.5f * (x[2 * i] - x[2 * i + 1]);
-  }
-  const RegressionDataset data(std::move(x), 2, std::move(y));
+  const RegressionDataset data = testing::half_difference_dataset(96);
   using Linear1 = Sequential<Input<2>, Dense<4, Tanh>, Dense<1>>;
   BasicFitOptions<float> options;
   options.epochs = 2;

@@ -23,6 +23,18 @@ inline Dataset argmax_dataset(std::size_t samples, std::size_t features, int cla
   return Dataset(std::move(x), features, std::move(y));
 }
 
+// `samples` points (x0, x1) of uniform values with target y = 0.5 (x0 - x1):
+// a regression a linear model learns exactly.
+inline RegressionDataset half_difference_dataset(std::size_t samples) {
+  std::vector<float> x(samples * 2), y(samples);
+  for (std::size_t i = 0; i < samples; ++i) {
+    x[2 * i] = Philox4x32::uniform(1, 0, i);
+    x[2 * i + 1] = Philox4x32::uniform(2, 0, i);
+    y[i] = 0.5f * (x[2 * i] - x[2 * i + 1]);
+  }
+  return RegressionDataset(std::move(x), 2, std::move(y));
+}
+
 inline double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = a.size() == b.size() ? 0.0 : 1e30;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)

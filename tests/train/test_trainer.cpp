@@ -141,14 +141,7 @@ TEST_CASE("bad input gets a lockstep::Error that names the value") {
 
 TEST_CASE("MeanSquaredError regression through the same trainer") {
   // y = 0.5 * (x0 - x1): a linear model learns it.
-  const std::size_t n = 256;
-  std::vector<float> x(n * 2), y(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    x[2 * i] = Philox4x32::uniform(1, 0, i);
-    x[2 * i + 1] = Philox4x32::uniform(2, 0, i);
-    y[i] = 0.5f * (x[2 * i] - x[2 * i + 1]);
-  }
-  const RegressionDataset data(std::move(x), 2, std::move(y));
+  const RegressionDataset data = testing::half_difference_dataset(256);
   using Linear1 = Sequential<Input<2>, Dense<1>>;
   Linear1 model{0};
   Trainer<Strategy, Adam, MeanSquaredError, Metrics<>> trainer{Strategy{2}, Adam{0.05}};

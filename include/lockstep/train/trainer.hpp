@@ -7,13 +7,8 @@
 // runs the replicas.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
-#include <functional>
-#include <memory>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -27,7 +22,6 @@
 #include "lockstep/metrics/accuracy.hpp"
 #include "lockstep/model/sequential.hpp"
 #include "lockstep/optim/optimizer.hpp"
-#include "lockstep/strategy/central_storage.hpp"
 #include "lockstep/strategy/strategy.hpp"
 #include "lockstep/train/callbacks.hpp"
 #include "lockstep/train/executor.hpp"
