@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs what is missing, configures, builds and runs the whole test suite
-# on the host (CPU) preset; then, where nvcc is found, compiles every CUDA
-# example, benchmark and test (the cuda preset) and runs the gpu tests, which
-# report as skipped on a machine without a GPU. Extra arguments go to the host
-# ctest, e.g.
+# Installs what is missing, configures and builds the host (CPU) preset; where
+# nvcc is found, compiles every CUDA example, benchmark and test (the cuda
+# preset) and runs the gpu tests, which report as skipped on a machine without
+# a GPU; then runs the whole host test suite. The host suite runs last and the
+# script ends with one line of totals over both, so the last word is about the
+# tests that ran here, not about gpu tests that were skipped. Extra arguments
+# go to the host ctest, e.g.
 #   scripts/test.sh -R 'data:'      scripts/test.sh -LE e2e
 # LOCKSTEP_SKIP_CUDA=1 leaves the CUDA build out.
 set -euo pipefail
@@ -16,8 +18,8 @@ lockstep_prepare_host_build
 echo "==> [3/4] build (cmake --build --preset host -j 2)"
 cmake --build --preset host -j 2
 
-echo "==> [4/4] test (ctest --preset host -j 2${*:+ $*})"
-ctest --preset host -j 2 "$@"
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 
 if [[ ${LOCKSTEP_SKIP_CUDA:-0} == 1 ]]; then
   echo "==> cuda: skipped (LOCKSTEP_SKIP_CUDA=1)"
@@ -28,7 +30,18 @@ elif command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   echo "==> [cuda 2/3] compile every CUDA target with nvcc (cmake --build --preset cuda --target lockstep_cuda_all)"
   cmake --build --preset cuda --target lockstep_cuda_all
   echo "==> [cuda 3/3] gpu tests (ctest --preset cuda -L gpu): skipped where no GPU is visible"
-  ctest --preset cuda -L gpu
+  ctest --preset cuda -L gpu | tee "$logs/gpu.log"
 else
   echo "==> cuda: nvcc not found, the CUDA backend was not compiled"
 fi
+
+echo "==> [4/4] host tests (ctest --preset host -j 2${*:+ $*})"
+ctest --preset host -j 2 "$@" | tee "$logs/host.log"
+
+# Totals over every ctest run above, from ctest's own closing lines:
+# "N% tests passed, F tests failed out of T", then one "(Skipped)" line per
+# skipped test. (set -o pipefail has already stopped the script on a failure.)
+awk '/tests failed out of/ { failed += $4; total += $NF }
+     /\(Skipped\)$/ { skipped++ }
+     END { printf "lockstep: %d passed, %d failed, %d skipped\n", total - failed - skipped, failed, skipped }' \
+  "$logs"/*.log
