@@ -14,7 +14,9 @@
 
 #include "lockstep/backend/backends.hpp"
 #include "lockstep/backend/host/barrier.hpp"
+#include "lockstep/backend/host/launch.hpp"
 #include "lockstep/collective/collective.hpp"
+#include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep {
@@ -113,20 +115,30 @@ struct HostAllReduce {
       return {first, last};
     }
 
+    // out[first, last) = the sum over replicas in replica order, times scale.
+    // `out` is one of the sources, each element read before it is written.
     void reduce_chunk(float* out, std::size_t first, std::size_t last, float scale) const {
+      const float* LOCKSTEP_RESTRICT a = buffers_[0];
+      const float* LOCKSTEP_RESTRICT b = buffers_[1];
+      if (buffers_.size() == 2) {  // the common case: one pass, nothing staged
+        LOCKSTEP_INDEPENDENT_ITERATIONS
+        for (std::size_t i = first; i < last; ++i) out[i] = (a[i] + b[i]) * scale;
+        return;
+      }
       constexpr std::size_t kBlock = 1024;  // stay in L1 while summing N sources
-      for (std::size_t b = first; b < last; b += kBlock) {
-        const std::size_t e = std::min(last, b + kBlock);
-        float acc[kBlock];
-        const float* src0 = buffers_[0];
-        for (std::size_t i = b; i < e; ++i) acc[i - b] = src0[i];
-        for (std::size_t s = 1; s < buffers_.size(); ++s) {
-          const float* src = buffers_[s];
-          for (std::size_t i = b; i < e; ++i) acc[i - b] += src[i];
+      alignas(64) float acc[kBlock];
+      for (std::size_t at = first; at < last; at += kBlock) {
+        const std::size_t n = std::min(last - at, kBlock);
+        LOCKSTEP_INDEPENDENT_ITERATIONS
+        for (std::size_t i = 0; i < n; ++i) acc[i] = a[at + i] + b[at + i];
+        for (std::size_t s = 2; s < buffers_.size(); ++s) {
+          const float* LOCKSTEP_RESTRICT src = buffers_[s] + at;
+          LOCKSTEP_INDEPENDENT_ITERATIONS
+          for (std::size_t i = 0; i < n; ++i) acc[i] += src[i];
         }
-        if (scale != 1.0f)
-          for (std::size_t i = b; i < e; ++i) acc[i - b] *= scale;
-        for (std::size_t i = b; i < e; ++i) out[i] = acc[i - b];
+        float* LOCKSTEP_RESTRICT dst = out + at;
+        LOCKSTEP_INDEPENDENT_ITERATIONS
+        for (std::size_t i = 0; i < n; ++i) dst[i] = acc[i] * scale;
       }
     }
 

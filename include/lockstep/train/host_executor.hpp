@@ -66,7 +66,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   static constexpr bool kShardedUpdate =
       std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer>;
 
-  Executor(const Strategy& strategy, const Optimizer& optimizer) : optimizer_(optimizer), pool_(strategy.replicas()) {
+  Executor(const Strategy& strategy, const Optimizer& optimizer) : optimizer_(optimizer), pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
     group_.emplace(strategy.replicas());
     // Replicas are threads already: each GEMM gets the cores left per replica
     // (counting the replicas of other processes on this machine).

@@ -2,6 +2,8 @@
 // replicas 1..N-1 are threads that live as long as the pool (dlib's multi-GPU
 // trainer has the same shape). run(job) calls job(replica) on every replica
 // and returns when all are done; the first exception is rethrown on the caller.
+// A pool made with Denormals::kFlushToZero runs every job with denormals
+// flushed (backend/host/denormals.hpp says why), the caller's mode restored after.
 #pragma once
 
 #include <atomic>
@@ -14,13 +16,17 @@
 #include <vector>
 
 #include "lockstep/backend/host/barrier.hpp"
+#include "lockstep/backend/host/denormals.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::host {
 
+enum class Denormals { kKeep, kFlushToZero };
+
 class ReplicaPool {
  public:
-  explicit ReplicaPool(int replicas) : replicas_(replicas) {
+  explicit ReplicaPool(int replicas, Denormals denormals = Denormals::kKeep)
+      : replicas_(replicas), flush_denormals_(denormals == Denormals::kFlushToZero) {
     require(replicas >= 1, "replica pool: ", replicas, " replicas, expected at least 1");
     for (int r = 1; r < replicas; ++r) threads_.emplace_back([this, r] { worker(r); });
   }
@@ -62,6 +68,7 @@ class ReplicaPool {
 
  private:
   void execute(int replica) {
+    const ScopedFlushDenormals float_mode(flush_denormals_);
     try {
       (*job_)(replica);
     } catch (...) {
@@ -91,6 +98,7 @@ class ReplicaPool {
   }
 
   int replicas_;
+  bool flush_denormals_;
   std::vector<std::thread> threads_;
   const std::function<void(int)>* job_ = nullptr;
   const std::function<void()>* on_failure_ = nullptr;
