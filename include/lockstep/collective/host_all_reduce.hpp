@@ -30,7 +30,6 @@ struct HostAllReduce {
     explicit Group(int replicas)
         : replicas_(replicas),
           buffers_(static_cast<std::size_t>(std::max(replicas, 1))),
-          params_(buffers_.size()),
           barrier_(replicas) {
       require(replicas >= 1, "HostAllReduce: ", replicas, " replicas, expected at least 1");
     }
@@ -49,37 +48,37 @@ struct HostAllReduce {
       reduce(replica, data, count, op, false);
     }
 
-    // The all-reduce and the optimizer step together, each replica updating
-    // only its own chunk (ZeRO's sharded update, in shared memory): the
-    // gradient chunks are reduce-scattered as in all_reduce, `update(first,
-    // last)` applies the optimizer to the parameters [first, last) that this
-    // replica owns, and the replicas then gather each other's updated
-    // parameters instead of each other's gradients. The same bytes move as in
-    // all_reduce, and each replica does 1/N of the optimizer's work. Entries of
-    // `grads` past `params_count` (the step's statistics) are gathered too.
+    // The all-reduce and the optimizer step together, for replicas that
+    // compute with one shared parameter buffer (threads of one process need
+    // no copies of it): the gradient chunks are reduce-scattered as in
+    // all_reduce, and `update(first, last)` applies the optimizer to the
+    // shared parameters [first, last) of the chunk this replica owns. That is
+    // ZeRO's sharded update with nothing to gather: each replica does 1/N of
+    // the optimizer's work, and half the bytes of all_reduce move. On return
+    // every parameter is updated; entries of `grads` past `params_count` (the
+    // step's statistics) hold their sum in the buffer of owner_of(i, count).
     template <class Update>
-    void reduce_update_gather(int replica, float* grads, std::size_t count, float* params, std::size_t params_count,
-                              Update&& update) {
+    void reduce_update(int replica, float* grads, std::size_t count, std::size_t params_count, Update&& update) {
       if (replicas_ == 1) {
         update(std::size_t{0}, params_count);
         return;
       }
-      const std::size_t r = static_cast<std::size_t>(replica);
-      buffers_[r] = grads;
-      params_[r] = params;
+      buffers_[static_cast<std::size_t>(replica)] = grads;
       barrier_.wait();
       const auto [first, last] = chunk(replica, count);
       reduce_chunk(grads, first, last, 1.0f);
       if (first < params_count) update(first, std::min(last, params_count));
+      // Every shard is updated before any replica computes with the
+      // parameters again, and every gradient chunk is read before its owner
+      // writes the next step's gradients into it.
       barrier_.wait();
-      for (int owner = 0; owner < replicas_; ++owner) {
-        if (owner == replica) continue;
-        const auto [f, l] = chunk(owner, count);
-        const std::size_t o = static_cast<std::size_t>(owner), split = std::clamp(params_count, f, l);
-        if (split > f) std::memcpy(params + f, params_[o] + f, (split - f) * sizeof(float));
-        if (l > split) std::memcpy(grads + split, buffers_[o] + split, (l - split) * sizeof(float));
-      }
-      barrier_.wait();  // no replica may touch its buffers again until every copy from them is done
+    }
+
+    // The replica whose chunk holds entry `index` of a `count`-float reduction.
+    int owner_of(std::size_t index, std::size_t count) const {
+      for (int r = 0; r < replicas_; ++r)
+        if (index < chunk(r, count).second) return r;
+      return replicas_ - 1;
     }
 
     // Releases replicas waiting in all_reduce after one of them failed.
@@ -144,7 +143,6 @@ struct HostAllReduce {
 
     int replicas_;
     std::vector<float*> buffers_;
-    std::vector<float*> params_;  // reduce_update_gather's parameter buffers
     host::SpinBarrier barrier_;
   };
 };

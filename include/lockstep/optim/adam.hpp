@@ -75,7 +75,7 @@ class Adam::State<Host> {
   }
   void step(const Adam& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
   // One update of the entries [first, last) only: a replica's shard under a
-  // sharded update (HostAllReduce::Group::reduce_update_gather).
+  // sharded update (HostAllReduce::Group::reduce_update).
   void step(const Adam& opt, float* params, const float* grads, std::size_t first, std::size_t last) {
     ++iterations_;
     host::for_each_index(last - first, kernels::AdamStep{params + first, grads + first, m_.data() + first,

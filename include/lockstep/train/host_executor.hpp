@@ -1,11 +1,13 @@
 // Executor<Host, ...>: runs a Trainer's replicas as threads of this process
-// (replica 0 is the calling thread). Each replica owns its parameters (or,
-// under CentralStoragePolicy, computes with replica 0's), its gradient buffer
-// and its workspace, allocated on its own thread; the collective's Group
-// combines the gradient buffers every step.
+// (replica 0 is the calling thread). Each replica owns its gradient buffer and
+// its workspace, allocated on its own thread; the collective's Group combines
+// the gradient buffers every step. Parameters are a mirror per replica, except
+// where the replicas can share one copy: under CentralStoragePolicy, and under
+// HostAllReduce's sharded update, all compute with replica 0's.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -60,11 +62,13 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // buffer, so one collective call combines them across replicas and processes.
   static constexpr std::size_t kStats = 1 + kMetrics;
   static constexpr bool kCentral = central_variables_v<Strategy>;
-  // Collectives in shared memory fuse the optimizer into the all-reduce: each
-  // replica updates its own chunk and the replicas gather parameters.
+  // Collectives in shared memory fuse the optimizer into the all-reduce: the
+  // replicas share one parameter buffer and each updates the chunk it reduced.
   // (An optimizer state without a ranged step falls back to the full update.)
   static constexpr bool kShardedUpdate =
       std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer>;
+  // Every replica computes with replica 0's parameters.
+  static constexpr bool kSharedVariables = kCentral || kShardedUpdate;
 
   Executor(const Strategy& strategy, const Optimizer& optimizer) : optimizer_(optimizer), pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
     group_.emplace(strategy.replicas());
@@ -86,7 +90,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     optimizer_ = optimizer;
     RunState<Model>& run = run_state(model, capacity, label_width);
     pool_.run([&](int r) {
-      if (run.replicas[r]->owns_variables())
+      if (run.replicas[r]->params.size())
         std::copy(model.parameters().begin(), model.parameters().end(), run.replicas[r]->params.data());
     });
     job_ = [this, &run](int r) { replica_step(run, r, *step_data_, step_batch_); };
@@ -101,7 +105,16 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     step_data_ = &data;
     step_batch_ = batch;
     run_replicas(job_, abort_);
-    return current<Model>().replicas[0]->grads.data() + Model::kParams;
+    RunState<Model>& run = current<Model>();
+    if constexpr (kShardedUpdate) {
+      // The summed statistics are in their owners' buffers (every replica has stopped).
+      for (std::size_t i = 0; i < kStats; ++i) {
+        const int owner = group_->owner_of(Model::kParams + i, Model::kParams + kStats);
+        step_stats_[i] = run.replicas[owner]->grads.data()[Model::kParams + i];
+      }
+      return step_stats_.data();
+    }
+    return run.replicas[0]->grads.data() + Model::kParams;
   }
 
   template <class Model>
@@ -154,15 +167,15 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
  private:
   template <class Model>
   struct Replica {
-    // Under CentralStoragePolicy only replica 0 owns variables and optimizer
-    // state: it is the central device.
-    Replica(const Optimizer& opt, bool owns_variables) : grads(Model::kParams + kStats) {
-      if (owns_variables) {
-        params.resize(Model::kParams);
-        opt_state.emplace(opt, Model::kParams);
-      }
+    // Where the replicas share variables, replica 0 holds them; under
+    // CentralStoragePolicy it also holds the only optimizer state (it is the
+    // central device), while under the sharded update every replica keeps the
+    // state of the chunk it updates.
+    Replica(const Optimizer& opt, bool holds_variables, bool holds_optimizer_state)
+        : grads(Model::kParams + kStats) {
+      if (holds_variables) params.resize(Model::kParams);
+      if (holds_optimizer_state) opt_state.emplace(opt, Model::kParams);
     }
-    bool owns_variables() const { return opt_state.has_value(); }
     // Step buffers follow the batch size; parameters and optimizer slots stay.
     void resize(std::size_t capacity, std::size_t label_width) {
       ws = typename Model::Workspace(static_cast<int>(capacity));
@@ -187,7 +200,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   RunState<Model>& run_state(const Model& model, std::size_t capacity, std::size_t label_width) {
     return states_.get<Replica<Model>>(
         model, replicas(), capacity, label_width, [&](auto&& f) { pool_.run(f); },
-        [&](int r) { return std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); });
+        [&](int r) {
+          return std::make_unique<Replica<Model>>(optimizer_, !kSharedVariables || r == 0, !kCentral || r == 0);
+        });
   }
 
   // Runs a step on every replica. After a failure the collective is made anew,
@@ -202,10 +217,10 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     }
   }
 
-  // The parameters replica r computes with: its own mirror, or the central copy.
+  // The parameters replica r computes with: its own mirror, or the shared copy.
   template <class Model>
   static float* variables_of(RunState<Model>& run, int r) {
-    return run.replicas[kCentral ? 0 : r]->params.data();
+    return run.replicas[kSharedVariables ? 0 : r]->params.data();
   }
 
   // Loss and metric sums of one replica's rows into stats[0..kStats), with
@@ -230,7 +245,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     Replica<Model>& rep = *run.replicas[r];
     const auto [lo, hi] = Loader::replica_slice(count, process_rank() * replicas() + r, global_replicas());
     const int rows = static_cast<int>(hi - lo);
-    const float* params = variables_of(run, r);
+    float* params = variables_of(run, r);
     gather(data, indices + lo, hi - lo, rep.x.data(), rep.labels.data());
     const float* out = Model::forward(params, rep.x.data(), rows, rep.ws);
     // Weighting by the global count makes the summed gradients the mean over
@@ -243,11 +258,10 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       if (r == 0) rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
     } else {
       if constexpr (kShardedUpdate) {
-        group_->reduce_update_gather(r, rep.grads.data(), Model::kParams + kStats, rep.params.data(), Model::kParams,
-                                     [&](std::size_t first, std::size_t last) {
-                                       rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data(), first,
-                                                           last);
-                                     });
+        group_->reduce_update(r, rep.grads.data(), Model::kParams + kStats, Model::kParams,
+                              [&](std::size_t first, std::size_t last) {
+                                rep.opt_state->step(optimizer_, params, rep.grads.data(), first, last);
+                              });
       } else {
         group_->all_reduce(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
         rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
@@ -264,6 +278,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   const std::function<void()> abort_ = [this] { group_->abort(); };
   const data_type* step_data_ = nullptr;
   StepBatch step_batch_;
+  std::array<float, kStats> step_stats_{};  // a sharded step's summed statistics
 };
 
 }  // namespace lockstep::detail
