@@ -5,7 +5,9 @@
 //        all_reduce_cuda --backend cuda [--devices 0,1] [--collective nccl|hierarchical|one_device|all]
 //                        [--count C] [--iters I]
 //   host: HostAllReduce over N replica threads, for the model's gradient
-//     (203,530 floats) or --count.
+//     (203,530 floats) or --count: all_reduce (every replica gets the sum),
+//     and reduce_update, the reduce-scatter that the trainer's sharded update
+//     runs each step (here with an empty update: the collective alone).
 //   --mpi: MPI_Allreduce and lockstep's MpiAllReduce (one replica per process).
 //   --backend cuda (all_reduce_cuda, built in the cuda preset from
 //     all_reduce.cu, which includes this file): NcclAllReduce,
@@ -53,19 +55,32 @@ void report(const char* collective, int n, std::size_t count, double seconds) {
               collective, n, count, bytes, seconds * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
 }
 
-// Every replica calls all_reduce `iters` times; replica 0 times each call.
-template <class Group>
-double time_threads(Group& group, lockstep::host::ReplicaPool& pool, std::size_t count, int iters) {
+// Every replica calls `call(group, replica, buffer)` `iters` times; replica 0
+// times each call. Before each call every replica rewrites its buffer, as
+// backward does in training, so the other replicas' cached copies of it are
+// stale and the call moves the bytes that a training step moves.
+template <class Group, class Call>
+double time_threads(Group& group, lockstep::host::ReplicaPool& pool, std::size_t count, int iters, Call call) {
   std::vector<std::vector<float>> data(static_cast<std::size_t>(pool.size()), std::vector<float>(count, 1.0f));
   std::vector<double> times;
+  lockstep::host::SpinBarrier written(pool.size());
   pool.run([&](int r) {
     for (int i = 0; i < iters + 10; ++i) {  // 10 warm-up calls
+      std::fill(data[static_cast<std::size_t>(r)].begin(), data[static_cast<std::size_t>(r)].end(),
+                static_cast<float>(i % 7));
+      written.wait();
       const auto t0 = Clock::now();
-      group.all_reduce(r, data[static_cast<std::size_t>(r)].data(), count, lockstep::ReduceOp::kMean);
+      call(group, r, data[static_cast<std::size_t>(r)].data());
       if (r == 0 && i >= 10) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
   });
   return median(times);
+}
+template <class Group>
+double time_threads(Group& group, lockstep::host::ReplicaPool& pool, std::size_t count, int iters) {
+  return time_threads(group, pool, count, iters, [count](Group& g, int r, float* data) {
+    g.all_reduce(r, data, count, lockstep::ReduceOp::kMean);
+  });
 }
 
 #if defined(LOCKSTEP_ALL_REDUCE_CUDA)
@@ -314,6 +329,10 @@ int main(int argc, char** argv) {
       host::ReplicaPool pool(replicas);
       HostAllReduce::Group group(replicas);
       report("HostAllReduce", replicas, count, time_threads(group, pool, count, iters));
+      const double reduce_update = time_threads(group, pool, count, iters, [count](auto& g, int r, float* data) {
+        g.reduce_update(r, data, count, count, [](std::size_t, std::size_t) {});
+      });
+      report("HostAllReduce.reduce_update", replicas, count, reduce_update);
       return 0;
     }
 #if defined(LOCKSTEP_HAVE_MPI)
@@ -325,6 +344,7 @@ int main(int argc, char** argv) {
     std::vector<float> data(count, 1.0f);
     std::vector<double> times;
     for (int i = 0; i < iters + 10; ++i) {
+      std::fill(data.begin(), data.end(), static_cast<float>(i % 7));  // as time_threads does
       MPI_Barrier(MPI_COMM_WORLD);
       const auto t0 = Clock::now();
       MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
