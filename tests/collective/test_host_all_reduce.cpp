@@ -44,6 +44,43 @@ TEST_CASE("HostAllReduce sums and averages across 1..8 replicas") {
   }
 }
 
+TEST_CASE("all_reduce and reduce_to_root give the sum in replica order, bit for bit") {
+  for (int n = 1; n <= 5; ++n) {
+    host::ReplicaPool pool(n);
+    HostAllReduce::Group group(n);
+    for (std::size_t size : {std::size_t{1}, std::size_t{33}, std::size_t{100003}}) {
+      for (bool everywhere : {true, false}) {
+        CAPTURE(n);
+        CAPTURE(size);
+        CAPTURE(everywhere);
+        std::vector<std::vector<float>> data(static_cast<std::size_t>(n), std::vector<float>(size));
+        std::vector<float> expected(size, 0.0f);  // summed as the collective must: replica 0, 1, ...
+        for (int r = 0; r < n; ++r)
+          for (std::size_t i = 0; i < size; ++i) {
+            data[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 2, i) - 0.5f;
+            expected[i] = r == 0 ? data[r][i] : expected[i] + data[r][i];
+          }
+        for (int call = 0; call < 2; ++call) {  // the second call sums the first call's results
+          pool.run([&](int r) {
+            if (everywhere) group.all_reduce(r, data[r].data(), size);
+            else group.reduce_to_root(r, data[r].data(), size);
+          });
+          if (call == 0 && !everywhere) break;  // other replicas hold partial sums: nothing to sum again
+          if (call == 1)
+            for (auto& e : expected) {  // n equal buffers, summed in order
+              const float once = e;
+              for (int r = 1; r < n; ++r) e += once;
+            }
+        }
+        bool exact = true;
+        for (int r = 0; r < (everywhere ? n : 1); ++r)
+          for (std::size_t i = 0; i < size; ++i) exact = exact && data[r][i] == expected[i];
+        CHECK(exact);
+      }
+    }
+  }
+}
+
 TEST_CASE("reduce_update updates each shared parameter once, with the summed gradient") {
   for (int n = 1; n <= 5; ++n) {
     host::ReplicaPool pool(n);

@@ -1,8 +1,12 @@
 // HostAllReduce: replicas are threads of one process, so the all-reduce works
-// in shared memory. Reduce-scatter: replica r sums chunk r over every buffer,
-// always in replica order (deterministic), and stores it in its own buffer.
-// All-gather: each replica copies the other chunks from their owners. Each
-// element is read N times and written N times in all: the bandwidth optimum.
+// in shared memory, in one pass between two barriers. Replica r sums chunk r
+// over every buffer, always in replica order (deterministic), and writes the
+// sum into chunk r of every buffer: a reduce-scatter whose all-gather is
+// folded in as a push. Each element is read N times and written N times in
+// all, the bandwidth optimum, and no replica reads a sum back from another:
+// on this machine's two cores that halves the time of a reduce-scatter
+// followed by a copying all-gather (814 KB: 115 -> 57 us), because a line
+// another core has just written costs as much to read as to fetch from L3.
 #pragma once
 
 #include <algorithm>
@@ -66,7 +70,7 @@ struct HostAllReduce {
       buffers_[static_cast<std::size_t>(replica)] = grads;
       barrier_.wait();
       const auto [first, last] = chunk(replica, count);
-      reduce_chunk(grads, first, last, 1.0f);
+      reduce_chunk(first, last, 1.0f, Deliver::kOwner, replica);
       if (first < params_count) update(first, std::min(last, params_count));
       // Every shard is updated before any replica computes with the
       // parameters again, and every gradient chunk is read before its owner
@@ -91,16 +95,8 @@ struct HostAllReduce {
       barrier_.wait();
       const auto [first, last] = chunk(replica, count);
       const float scale = op == ReduceOp::kMean ? 1.0f / static_cast<float>(replicas_) : 1.0f;
-      reduce_chunk(data, first, last, scale);
-      barrier_.wait();
-      if (everywhere || replica == 0) {
-        for (int owner = 0; owner < replicas_; ++owner) {
-          if (owner == replica) continue;
-          const auto [f, l] = chunk(owner, count);
-          if (l > f) std::memcpy(data + f, buffers_[static_cast<std::size_t>(owner)] + f, (l - f) * sizeof(float));
-        }
-      }
-      // No replica may touch its buffer again until every copy from it is done.
+      reduce_chunk(first, last, scale, everywhere ? Deliver::kEveryone : Deliver::kRoot, replica);
+      // Every buffer is whole before any replica returns and writes its own again.
       barrier_.wait();
     }
 
@@ -114,14 +110,32 @@ struct HostAllReduce {
       return {first, last};
     }
 
-    // out[first, last) = the sum over replicas in replica order, times scale.
-    // `out` is one of the sources, each element read before it is written.
-    void reduce_chunk(float* out, std::size_t first, std::size_t last, float scale) const {
-      const float* LOCKSTEP_RESTRICT a = buffers_[0];
-      const float* LOCKSTEP_RESTRICT b = buffers_[1];
+    // Where a chunk's sum goes: every buffer (all_reduce), replica 0's
+    // (reduce_to_root), or the buffer of the replica that summed it.
+    enum class Deliver { kEveryone, kRoot, kOwner };
+
+    // The sum over replicas of [first, last), in replica order, times scale,
+    // written to the buffers `deliver` names. Each element of every source is
+    // read before any destination's is written, and only replica `replica`
+    // touches [first, last) of any buffer until the next barrier.
+    void reduce_chunk(std::size_t first, std::size_t last, float scale, Deliver deliver, int replica) const {
+      // The one destination of kRoot and kOwner is also a source, so no
+      // pointer here is restrict: the loops say their iterations are independent.
+      float* const target = deliver == Deliver::kOwner ? buffers_[static_cast<std::size_t>(replica)] : buffers_[0];
+      float* const a = buffers_[0];
+      float* const b = buffers_[1];
       if (buffers_.size() == 2) {  // the common case: one pass, nothing staged
-        LOCKSTEP_INDEPENDENT_ITERATIONS
-        for (std::size_t i = first; i < last; ++i) out[i] = (a[i] + b[i]) * scale;
+        if (deliver == Deliver::kEveryone) {
+          LOCKSTEP_INDEPENDENT_ITERATIONS
+          for (std::size_t i = first; i < last; ++i) {
+            const float sum = (a[i] + b[i]) * scale;
+            a[i] = sum;
+            b[i] = sum;
+          }
+        } else {
+          LOCKSTEP_INDEPENDENT_ITERATIONS
+          for (std::size_t i = first; i < last; ++i) target[i] = (a[i] + b[i]) * scale;
+        }
         return;
       }
       constexpr std::size_t kBlock = 1024;  // stay in L1 while summing N sources
@@ -129,15 +143,19 @@ struct HostAllReduce {
       for (std::size_t at = first; at < last; at += kBlock) {
         const std::size_t n = std::min(last - at, kBlock);
         LOCKSTEP_INDEPENDENT_ITERATIONS
-        for (std::size_t i = 0; i < n; ++i) acc[i] = a[at + i] + b[at + i];
+        for (std::size_t i = 0; i < n; ++i) acc[i] = (a[at + i] + b[at + i]);
         for (std::size_t s = 2; s < buffers_.size(); ++s) {
           const float* LOCKSTEP_RESTRICT src = buffers_[s] + at;
           LOCKSTEP_INDEPENDENT_ITERATIONS
           for (std::size_t i = 0; i < n; ++i) acc[i] += src[i];
         }
-        float* LOCKSTEP_RESTRICT dst = out + at;
         LOCKSTEP_INDEPENDENT_ITERATIONS
-        for (std::size_t i = 0; i < n; ++i) dst[i] = acc[i] * scale;
+        for (std::size_t i = 0; i < n; ++i) acc[i] *= scale;
+        if (deliver == Deliver::kEveryone) {
+          for (float* buffer : buffers_) std::memcpy(buffer + at, acc, n * sizeof(float));
+        } else {
+          std::memcpy(target + at, acc, n * sizeof(float));
+        }
       }
     }
 

@@ -66,7 +66,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // replicas share one parameter buffer and each updates the chunk it reduced.
   // (An optimizer state without a ranged step falls back to the full update.)
   static constexpr bool kShardedUpdate =
-      std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer>;
+      !kCentral && std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer>;
   // Every replica computes with replica 0's parameters.
   static constexpr bool kSharedVariables = kCentral || kShardedUpdate;
 
