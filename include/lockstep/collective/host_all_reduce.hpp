@@ -59,8 +59,9 @@ struct HostAllReduce {
     // shared parameters [first, last) of the chunk this replica owns. That is
     // ZeRO's sharded update with nothing to gather: each replica does 1/N of
     // the optimizer's work, and half the bytes of all_reduce move. On return
-    // every parameter is updated; entries of `grads` past `params_count` (the
-    // step's statistics) hold their sum in the buffer of owner_of(i, count).
+    // every parameter is updated, and entries of `grads` past `params_count`
+    // (the step's statistics) hold their sum in replica 0's buffer, as after
+    // reduce_to_root.
     template <class Update>
     void reduce_update(int replica, float* grads, std::size_t count, std::size_t params_count, Update&& update) {
       if (replicas_ == 1) {
@@ -70,19 +71,14 @@ struct HostAllReduce {
       buffers_[static_cast<std::size_t>(replica)] = grads;
       barrier_.wait();
       const auto [first, last] = chunk(replica, count);
-      reduce_chunk(first, last, 1.0f, Deliver::kOwner, replica);
-      if (first < params_count) update(first, std::min(last, params_count));
+      const std::size_t split = std::clamp(params_count, first, last);
+      reduce_chunk(first, split, 1.0f, Deliver::kOwner, replica);
+      reduce_chunk(split, last, 1.0f, Deliver::kRoot, replica);
+      if (first < split) update(first, split);
       // Every shard is updated before any replica computes with the
       // parameters again, and every gradient chunk is read before its owner
       // writes the next step's gradients into it.
       barrier_.wait();
-    }
-
-    // The replica whose chunk holds entry `index` of a `count`-float reduction.
-    int owner_of(std::size_t index, std::size_t count) const {
-      for (int r = 0; r < replicas_; ++r)
-        if (index < chunk(r, count).second) return r;
-      return replicas_ - 1;
     }
 
     // Releases replicas waiting in all_reduce after one of them failed.

@@ -206,7 +206,9 @@ struct MpiAllReduce {
       }
       if (count == 0) return;
       const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-      const auto chunk = [&](int step_back) { return static_cast<std::size_t>(((rank_ - step_back) % size_ + size_) % size_); };
+      const auto chunk = [&](int step_back) {  // the chunk `step_back` ranks to the left of this one
+        return static_cast<std::size_t>(((rank_ - step_back) % size_ + size_) % size_);
+      };
       for (int step = 0; step < size_ - 1; ++step) {  // reduce-scatter: send chunk rank-1-step, add chunk rank-2-step
         const std::size_t out = chunk(1 + step), in = chunk(2 + step);
         detail::mpi_check(MPI_Sendrecv(data + displs_[out], counts_[out], MPI_FLOAT, right, kReduceTag,

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -70,7 +69,8 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // Every replica computes with replica 0's parameters.
   static constexpr bool kSharedVariables = kCentral || kShardedUpdate;
 
-  Executor(const Strategy& strategy, const Optimizer& optimizer) : optimizer_(optimizer), pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
+  Executor(const Strategy& strategy, const Optimizer& optimizer)
+      : optimizer_(optimizer), pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
     group_.emplace(strategy.replicas());
     // Replicas are threads already: each GEMM gets the cores left per replica
     // (counting the replicas of other processes on this machine).
@@ -105,16 +105,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     step_data_ = &data;
     step_batch_ = batch;
     run_replicas(job_, abort_);
-    RunState<Model>& run = current<Model>();
-    if constexpr (kShardedUpdate) {
-      // The summed statistics are in their owners' buffers (every replica has stopped).
-      for (std::size_t i = 0; i < kStats; ++i) {
-        const int owner = group_->owner_of(Model::kParams + i, Model::kParams + kStats);
-        step_stats_[i] = run.replicas[owner]->grads.data()[Model::kParams + i];
-      }
-      return step_stats_.data();
-    }
-    return run.replicas[0]->grads.data() + Model::kParams;
+    return current<Model>().replicas[0]->grads.data() + Model::kParams;
   }
 
   template <class Model>
@@ -278,7 +269,6 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   const std::function<void()> abort_ = [this] { group_->abort(); };
   const data_type* step_data_ = nullptr;
   StepBatch step_batch_;
-  std::array<float, kStats> step_stats_{};  // a sharded step's summed statistics
 };
 
 }  // namespace lockstep::detail
