@@ -75,8 +75,8 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   // this machine, measured here with all cores (benchmarks/gemm_peak).
   host::set_blas_threads(Host::hardware_threads());
   const double peak = bench::sgemm_peak_gflops();
-  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d blas=%d sgemm_peak_gflops=%.1f\n", name,
-              trainer.global_replicas(), batch, steps, host::kHaveBlas ? 1 : 0, peak);
+  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s sgemm_peak_gflops=%.1f\n", name,
+              trainer.global_replicas(), batch, steps, host::kGemmPath, peak);
   std::printf("samples_per_s=%.0f step_ms=%.4f mfu=%.3f\n", samples_per_s, seconds * 1e3 / steps,
               samples_per_s * Model::kTrainFlopsPerSample * 1e-9 / peak);
   return 0;

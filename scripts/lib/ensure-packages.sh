@@ -4,7 +4,7 @@
 # scripts/demo.sh; run on its own (bash scripts/lib/ensure-packages.sh) it
 # does the same check and install.
 
-LOCKSTEP_PACKAGES=(cmake g++ make doctest-dev zlib1g-dev libopenblas-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin)
+LOCKSTEP_PACKAGES=(cmake g++ make doctest-dev zlib1g-dev libdnnl-dev libopenblas-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin)
 
 lockstep_ensure_packages() {
   if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then

@@ -1,8 +1,12 @@
-// The host GEMM (BLAS path when linked, and the blocked fallback) against a
-// double-precision reference, for every transpose combination.
+// The host GEMM (the path the build chose: oneDNN, BLAS or the blocked
+// kernel, and the blocked kernel itself) against a double-precision
+// reference, for every transpose combination.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "lockstep/backend/host/gemm.hpp"
@@ -60,4 +64,32 @@ TEST_CASE("gemm with k = 0 scales C by beta - with m = 0 does nothing") {
   CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2});
   lockstep::host::gemm<float>(false, false, 0, 2, 3, 1.0f, nullptr, 3, nullptr, 2, 0.0f, c.data(), 2);
   CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2});
+}
+
+TEST_CASE("the GEMM path compiled in is the one CMake reported") {
+#if defined(LOCKSTEP_EXPECTED_GEMM_PATH)
+  CHECK(std::string(lockstep::host::kGemmPath) == LOCKSTEP_EXPECTED_GEMM_PATH);
+#else
+  CHECK(std::string(lockstep::host::kGemmPath) == "blocked");
+#endif
+}
+
+TEST_CASE("gemm called on two threads at once, one GEMM thread each, gives the bits of a lone call") {
+  // The replicas of a host strategy call the GEMM concurrently, each limited
+  // to its share of the cores; reproducible training needs the same bits.
+  const int m = 96, n = 200, k = 300;
+  const auto a = random_matrix(static_cast<std::size_t>(m) * k, 4);
+  const auto b = random_matrix(static_cast<std::size_t>(k) * n, 5);
+  lockstep::host::set_blas_threads(1);
+  std::vector<float> lone(static_cast<std::size_t>(m) * n);
+  lockstep::host::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, lone.data(), n);
+  std::vector<std::vector<float>> out(2, std::vector<float>(lone.size()));
+  auto work = [&](int t) {
+    for (int rep = 0; rep < 20; ++rep)
+      lockstep::host::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, out[t].data(), n);
+  };
+  std::thread other(work, 1);
+  work(0);
+  other.join();
+  for (int t = 0; t < 2; ++t) CHECK(std::memcmp(out[t].data(), lone.data(), lone.size() * sizeof(float)) == 0);
 }

@@ -1,15 +1,29 @@
 // Row-major single-precision GEMM for the host backend:
 // C(m,n) = alpha * op(A)(m,k) * op(B)(k,n) + beta * C.
-// With a CPU BLAS (LOCKSTEP_HAVE_BLAS, set by the lockstep CMake target when
-// FindBLAS finds one) it calls the Fortran sgemm_, which every BLAS exports, so
-// no vendor header is needed. Without one it runs a cache-blocked kernel of ours.
-// OpenBLAS runs large sgemm at several times the speed of the blocked kernel on
-// AVX2 (benchmarks/gemm_peak measures both), hence BLAS first.
+// Three paths, the first that the build has (the lockstep CMake target sets
+// the macros from what it finds; host::kGemmPath names the one compiled in):
+//   onednn   oneDNN's dnnl_sgemm (LOCKSTEP_HAVE_ONEDNN): JIT kernels for the
+//            running CPU's widest ISA. On this project's AVX-512 machine it
+//            runs the model's GEMMs 15-25% faster than OpenBLAS on one core
+//            (benchmarks/gemm_peak), as TensorFlow and PyTorch use it on CPUs.
+//   blas     the Fortran sgemm_ of a CPU BLAS (LOCKSTEP_HAVE_BLAS), which
+//            every BLAS exports, so no vendor header is needed.
+//   blocked  a cache-blocked kernel of ours, several times slower.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <type_traits>
+
+#include "lockstep/core/error.hpp"
+
+#if defined(LOCKSTEP_HAVE_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+// oneDNN sizes each call's thread team with OpenMP's per-thread setting. Weak:
+// a oneDNN built on another threading runtime has no OpenMP to set.
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+#endif
 
 namespace lockstep::host {
 
@@ -23,14 +37,34 @@ void openblas_set_num_threads(int) __attribute__((weak));
 }
 #endif
 
-inline constexpr bool kHaveBlas =
-#if defined(LOCKSTEP_HAVE_BLAS)
-    true;
+// Which GEMM this build runs (see the top of this file).
+inline constexpr const char* kGemmPath =
+#if defined(LOCKSTEP_HAVE_ONEDNN)
+    "onednn";
+#elif defined(LOCKSTEP_HAVE_BLAS)
+    "blas";
 #else
-    false;
+    "blocked";
 #endif
 
 namespace detail {
+
+// The threads each GEMM call may use (set_blas_threads; 0 until it is called:
+// the library's default). oneDNN reads it per calling thread, so every
+// replica thread applies it before its next call.
+inline std::atomic<int>& gemm_threads() {
+  static std::atomic<int> threads{0};
+  return threads;
+}
+#if defined(LOCKSTEP_HAVE_ONEDNN)
+inline void apply_gemm_threads() {
+  thread_local int applied = 0;
+  const int want = gemm_threads().load(std::memory_order_relaxed);
+  if (want == applied) return;
+  if (omp_set_num_threads) omp_set_num_threads(want);
+  applied = want;
+}
+#endif
 
 // The blocked fallback. Transposes are handled by strides; the inner loop runs
 // over contiguous columns of C and of B when B is not transposed.
@@ -80,14 +114,22 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, 
     detail::gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   } else {
-#if defined(LOCKSTEP_HAVE_BLAS)
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+#if defined(LOCKSTEP_HAVE_ONEDNN) || defined(LOCKSTEP_HAVE_BLAS)
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
   if (k == 0) {
     detail::gemm_blocked(trans_a, trans_b, m, n, 0, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+#if defined(LOCKSTEP_HAVE_ONEDNN)
+  detail::apply_gemm_threads();
+  const dnnl_status_t status = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success)
+    fail("host gemm: oneDNN's dnnl_sgemm returned status ", static_cast<int>(status), " for ", ta, tb, " m=", m,
+         " n=", n, " k=", k, " lda=", lda, " ldb=", ldb, " ldc=", ldc, "; expected dnnl_success");
+#else
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+#endif
 #else
     detail::gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
@@ -97,10 +139,9 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, 
 // How many threads the BLAS may use inside one call. Replicas are threads of
 // their own, so with R replicas on C cores each GEMM gets C / R of them.
 inline void set_blas_threads(int threads) {
+  detail::gemm_threads().store(std::max(1, threads), std::memory_order_relaxed);
 #if defined(LOCKSTEP_HAVE_BLAS)
   if (openblas_set_num_threads) openblas_set_num_threads(std::max(1, threads));
-#else
-  (void)threads;
 #endif
 }
 
