@@ -72,6 +72,11 @@ TEST_CASE("the GEMM path compiled in is the one CMake reported") {
 #else
   CHECK(std::string(lockstep::host::kGemmPath) == "blocked");
 #endif
+#if defined(LOCKSTEP_HAVE_ONEDNN) && DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  // Weakly linked: were it left unresolved, every replica's GEMM would start
+  // a team on every core, and replicas would fight over them.
+  CHECK(omp_set_num_threads != nullptr);
+#endif
 }
 
 TEST_CASE("gemm called on two threads at once, one GEMM thread each, gives the bits of a lone call") {
