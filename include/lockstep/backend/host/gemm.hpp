@@ -139,9 +139,10 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, 
 // How many threads the BLAS may use inside one call. Replicas are threads of
 // their own, so with R replicas on C cores each GEMM gets C / R of them.
 inline void set_blas_threads(int threads) {
-  detail::gemm_threads().store(std::max(1, threads), std::memory_order_relaxed);
+  threads = std::max(1, threads);
+  detail::gemm_threads().store(threads, std::memory_order_relaxed);
 #if defined(LOCKSTEP_HAVE_BLAS)
-  if (openblas_set_num_threads) openblas_set_num_threads(std::max(1, threads));
+  if (openblas_set_num_threads) openblas_set_num_threads(threads);
 #endif
 }
 
