@@ -7,7 +7,8 @@
 //   host: HostAllReduce over N replica threads, for the model's gradient
 //     (203,530 floats) or --count: all_reduce (every replica gets the sum),
 //     and reduce_update, the reduce-scatter that the trainer's sharded update
-//     runs each step (here with an empty update: the collective alone).
+//     runs each step (here with an update that only stores the summed
+//     gradient it reads: the collective alone).
 //   --mpi: MPI_Allreduce and lockstep's MpiAllReduce (one replica per process).
 //   --backend cuda (all_reduce_cuda, built in the cuda preset from
 //     all_reduce.cu, which includes this file): NcclAllReduce,
@@ -330,7 +331,11 @@ int main(int argc, char** argv) {
       HostAllReduce::Group group(replicas);
       report("HostAllReduce", replicas, count, time_threads(group, pool, count, iters));
       const double reduce_update = time_threads(group, pool, count, iters, [count](auto& g, int r, float* data) {
-        g.reduce_update(r, data, count, count, [](std::size_t, std::size_t) {});
+        // The least an update can do: store the summed gradient it reads.
+        g.reduce_update(r, data, count, count, [data](std::size_t first, std::size_t last, auto summed) {
+          LOCKSTEP_INDEPENDENT_ITERATIONS
+          for (std::size_t i = first; i < last; ++i) data[i] = summed[i];
+        });
       });
       report("HostAllReduce.reduce_update", replicas, count, reduce_update);
       return 0;

@@ -2,7 +2,9 @@
 // that exercise empty, partial and uneven chunks.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/backend/host/replica_pool.hpp"
@@ -81,7 +83,11 @@ TEST_CASE("all_reduce and reduce_to_root give the sum in replica order, bit for 
   }
 }
 
-TEST_CASE("reduce_update updates each shared parameter once, with the summed gradient") {
+// One reduce_update test: `apply(update)` hands reduce_update an update made
+// from update(first, last, summed), with summed a `const float*` or the sum
+// the collective chose to pass.
+template <class Apply>
+void check_reduce_update(Apply apply) {
   for (int n = 1; n <= 5; ++n) {
     host::ReplicaPool pool(n);
     HostAllReduce::Group group(n);
@@ -92,23 +98,30 @@ TEST_CASE("reduce_update updates each shared parameter once, with the summed gra
       std::vector<std::vector<float>> grads(static_cast<std::size_t>(n), std::vector<float>(count));
       std::vector<float> weights(params, 1.0f);  // one copy, shared by every replica
       std::vector<double> sum(count, 0.0);
+      std::vector<float> exact(count, 0.0f);  // the float sum in replica order
       for (int r = 0; r < n; ++r)
         for (std::size_t i = 0; i < count; ++i) {
           grads[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 1, i);
           sum[i] += grads[r][i];
+          exact[i] += grads[r][i];
         }
       std::vector<int> updates(params, 0);  // how often each parameter was updated, by any replica
+      bool sums_exact = true;
       for (int step = 0; step < 2; ++step)  // the second step reuses the group and buffers
         pool.run([&](int r) {
           if (step == 1)  // this step's gradients are the first step's again
             for (std::size_t i = 0; i < count; ++i)
               grads[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 1, i);
-          group.reduce_update(r, grads[r].data(), count, params, [&](std::size_t first, std::size_t last) {
-            for (std::size_t i = first; i < last; ++i) {
-              weights[i] -= grads[r][i];  // this replica's chunk holds the sum
-              ++updates[i];               // chunks are disjoint: no race
-            }
-          });
+          bool exact_here = true;
+          group.reduce_update(r, grads[r].data(), count, params,
+                              apply([&](std::size_t first, std::size_t last, auto summed) {
+                                for (std::size_t i = first; i < last; ++i) {
+                                  exact_here = exact_here && summed[i] == exact[i];
+                                  weights[i] -= summed[i];
+                                  ++updates[i];  // chunks are disjoint: no race
+                                }
+                              }));
+          if (!exact_here) sums_exact = false;  // a benign race: only ever set to false
         });
       bool twice = true;
       double worst = 0;
@@ -119,7 +132,37 @@ TEST_CASE("reduce_update updates each shared parameter once, with the summed gra
       for (std::size_t i = params; i < count; ++i)  // the statistics' sums are in replica 0's buffer
         worst = std::max(worst, std::abs(grads[0][i] - sum[i]));
       CHECK(twice);
+      CHECK(sums_exact);  // bit for bit the sum in replica order, whichever path
       CHECK(worst < 1e-4);
     }
   }
+}
+
+TEST_CASE("reduce_update updates each shared parameter once, with the summed gradient") {
+  SUBCASE("an update that takes any summed view (two replicas: host::SumOfTwo)") {
+    check_reduce_update([](auto update) { return update; });
+  }
+  SUBCASE("an update that takes only pointers (the collective sums into the owner's buffer)") {
+    check_reduce_update([](auto update) {
+      return [update](std::size_t first, std::size_t last, const float* summed) { update(first, last, summed); };
+    });
+  }
+}
+
+TEST_CASE("with two replicas, an update that takes it is handed host::SumOfTwo, not a reduced buffer") {
+  host::ReplicaPool pool(2);
+  HostAllReduce::Group group(2);
+  std::vector<std::vector<float>> grads(2, std::vector<float>(64, 1.0f));
+  std::atomic<int> views{0}, pointers{0};
+  pool.run([&](int r) {
+    group.reduce_update(r, grads[static_cast<std::size_t>(r)].data(), 64, 64,
+                        [&](std::size_t, std::size_t, auto summed) {
+                          ++(std::is_same_v<decltype(summed), host::SumOfTwo> ? views : pointers);
+                        });
+  });
+  CHECK(views == 2);
+  CHECK(pointers == 0);
+  // Nothing was summed into a buffer: each still holds its own gradients.
+  CHECK(grads[0][0] == 1.0f);
+  CHECK(grads[1][63] == 1.0f);
 }

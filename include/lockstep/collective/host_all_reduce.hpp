@@ -13,12 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "lockstep/backend/backends.hpp"
 #include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/launch.hpp"
+#include "lockstep/backend/host/sum_of_two.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
@@ -54,27 +56,29 @@ struct HostAllReduce {
 
     // The all-reduce and the optimizer step together, for replicas that
     // compute with one shared parameter buffer (threads of one process need
-    // no copies of it): the gradient chunks are reduce-scattered as in
-    // all_reduce, and `update(first, last)` applies the optimizer to the
-    // shared parameters [first, last) of the chunk this replica owns. That is
-    // ZeRO's sharded update with nothing to gather: each replica does 1/N of
-    // the optimizer's work, and half the bytes of all_reduce move. On return
-    // every parameter is updated, and entries of `grads` past `params_count`
-    // (the step's statistics) hold their sum in replica 0's buffer, as after
-    // reduce_to_root.
+    // no copies of it): `update(first, last, summed)` applies the optimizer
+    // to the shared parameters [first, last) of the chunk this replica owns,
+    // where summed[i] is the gradient of parameter i summed over the replicas
+    // in replica order. That is ZeRO's sharded update with nothing to
+    // gather: each replica does 1/N of the optimizer's work, and half the
+    // bytes of all_reduce move. With two replicas, and an update callable
+    // with a host::SumOfTwo, the optimizer reads both buffers and sums as it
+    // goes; otherwise `summed` is a `const float*` to the sums, written into
+    // this replica's own buffer first. On return every parameter is updated,
+    // and entries of `grads` past `params_count` (the step's statistics)
+    // hold their sum in replica 0's buffer, as after reduce_to_root.
     template <class Update>
     void reduce_update(int replica, float* grads, std::size_t count, std::size_t params_count, Update&& update) {
       if (replicas_ == 1) {
-        update(std::size_t{0}, params_count);
+        update(std::size_t{0}, params_count, static_cast<const float*>(grads));
         return;
       }
       buffers_[static_cast<std::size_t>(replica)] = grads;
       barrier_.wait();
       const auto [first, last] = chunk(replica, count);
       const std::size_t split = std::clamp(params_count, first, last);
-      reduce_chunk(first, split, 1.0f, Deliver::kOwner, replica);
       reduce_chunk(split, last, 1.0f, Deliver::kRoot, replica);
-      if (first < split) update(first, split);
+      if (first < split) update_chunk(replica, first, split, update);
       // Every shard is updated before any replica computes with the
       // parameters again, and every gradient chunk is read before its owner
       // writes the next step's gradients into it.
@@ -94,6 +98,19 @@ struct HostAllReduce {
       reduce_chunk(first, last, scale, everywhere ? Deliver::kEveryone : Deliver::kRoot, replica);
       // Every buffer is whole before any replica returns and writes its own again.
       barrier_.wait();
+    }
+
+    // reduce_update's optimizer step on [first, last), this replica's chunk.
+    template <class Update>
+    void update_chunk(int replica, std::size_t first, std::size_t last, Update& update) const {
+      if constexpr (std::is_invocable_v<Update&, std::size_t, std::size_t, host::SumOfTwo>) {
+        if (replicas_ == 2) {
+          update(first, last, host::SumOfTwo{buffers_[0], buffers_[1]});
+          return;
+        }
+      }
+      reduce_chunk(first, last, 1.0f, Deliver::kOwner, replica);
+      update(first, last, static_cast<const float*>(buffers_[static_cast<std::size_t>(replica)]));
     }
 
     // Chunks are whole cache lines (16 floats) so two replicas never write one line.

@@ -17,9 +17,12 @@
 namespace lockstep {
 
 namespace kernels {
-struct AdamStep {
+// Grads: a `const float*`, or a view that reads the gradient as it goes
+// (host::SumOfTwo); g[i] is read once.
+template <class Grads>
+struct BasicAdamStep {
   float* p;
-  const float* g;
+  Grads g;
   float* m;
   float* v;
   float alpha, beta_1, beta_2, epsilon;  // alpha: the step size of this update
@@ -32,6 +35,7 @@ struct AdamStep {
     p[i] -= alpha * mi / (std::sqrt(vi) + epsilon);
   }
 };
+using AdamStep = BasicAdamStep<const float*>;
 }  // namespace kernels
 
 struct Adam {
@@ -75,10 +79,12 @@ class Adam::State<Host> {
   }
   void step(const Adam& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
   // One update of the entries [first, last) only: a replica's shard under a
-  // sharded update (HostAllReduce::Group::reduce_update).
-  void step(const Adam& opt, float* params, const float* grads, std::size_t first, std::size_t last) {
+  // sharded update (HostAllReduce::Group::reduce_update). grads[i] is the
+  // gradient of parameter i: a `const float*`, or host::SumOfTwo.
+  template <class Grads>
+  void step(const Adam& opt, float* params, Grads grads, std::size_t first, std::size_t last) {
     ++iterations_;
-    host::for_each_index(last - first, kernels::AdamStep{params + first, grads + first, m_.data() + first,
+    host::for_each_index(last - first, kernels::BasicAdamStep<Grads>{params + first, grads + first, m_.data() + first,
                                                          v_.data() + first, opt.alpha(iterations_), opt.beta_1,
                                                          opt.beta_2, opt.epsilon});
   }

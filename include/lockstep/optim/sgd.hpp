@@ -15,24 +15,31 @@
 namespace lockstep {
 
 namespace kernels {
-struct SgdStep {
+// Grads: a `const float*`, or a view that reads the gradient as it goes
+// (host::SumOfTwo); g[i] is read once.
+template <class Grads>
+struct BasicSgdStep {
   float* p;
-  const float* g;
+  Grads g;
   float lr;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { p[i] -= lr * g[i]; }
 };
-struct SgdMomentumStep {
+template <class Grads>
+struct BasicSgdMomentumStep {
   float* p;
-  const float* g;
+  Grads g;
   float* v;
   float lr, momentum;
   bool nesterov;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
-    const float vi = momentum * v[i] - lr * g[i];
+    const float gi = g[i];
+    const float vi = momentum * v[i] - lr * gi;
     v[i] = vi;
-    p[i] += nesterov ? momentum * vi - lr * g[i] : vi;
+    p[i] += nesterov ? momentum * vi - lr * gi : vi;
   }
 };
+using SgdStep = BasicSgdStep<const float*>;
+using SgdMomentumStep = BasicSgdMomentumStep<const float*>;
 }  // namespace kernels
 
 struct Sgd {
@@ -61,15 +68,17 @@ class Sgd::State<Host> {
     step(opt, params, grads);
   }
   void step(const Sgd& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
-  // One update of the entries [first, last) only (a replica's shard).
-  void step(const Sgd& opt, float* params, const float* grads, std::size_t first, std::size_t last) {
+  // One update of the entries [first, last) only (a replica's shard); grads
+  // as in Adam's ranged step.
+  template <class Grads>
+  void step(const Sgd& opt, float* params, Grads grads, std::size_t first, std::size_t last) {
     if (opt.momentum > 0) {
       if (velocity_.size() != size_) velocity_.resize(size_);  // momentum switched on between fits
-      host::for_each_index(last - first, kernels::SgdMomentumStep{params + first, grads + first,
+      host::for_each_index(last - first, kernels::BasicSgdMomentumStep<Grads>{params + first, grads + first,
                                                                   velocity_.data() + first, opt.learning_rate,
                                                                   opt.momentum, opt.nesterov});
     } else {
-      host::for_each_index(last - first, kernels::SgdStep{params + first, grads + first, opt.learning_rate});
+      host::for_each_index(last - first, kernels::BasicSgdStep<Grads>{params + first, grads + first, opt.learning_rate});
     }
     ++iterations_;
   }

@@ -23,6 +23,7 @@
 #include "lockstep/backend/host/context.hpp"
 #include "lockstep/backend/host/gemm.hpp"
 #include "lockstep/backend/host/replica_pool.hpp"
+#include "lockstep/backend/host/sum_of_two.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/core/traits.hpp"
 #include "lockstep/data/dataset.hpp"
@@ -44,10 +45,11 @@ inline std::string describe(const std::exception_ptr& error) {
   }
 }
 
-// State<Host>::step(opt, params, grads, first, last): one update of a range.
-template <class O>
+// State<Host>::step(opt, params, grads, first, last): one update of a range,
+// with grads a `const float*` or, where the state takes it, host::SumOfTwo.
+template <class O, class Grads>
 using ranged_step = decltype(std::declval<typename O::template State<Host>&>().step(
-    std::declval<const O&>(), std::declval<float*>(), std::declval<const float*>(), std::size_t{}, std::size_t{}));
+    std::declval<const O&>(), std::declval<float*>(), std::declval<Grads>(), std::size_t{}, std::size_t{}));
 
 template <class Strategy, class Optimizer, class Loss, class... Metric>
 class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
@@ -65,7 +67,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // replicas share one parameter buffer and each updates the chunk it reduced.
   // (An optimizer state without a ranged step falls back to the full update.)
   static constexpr bool kShardedUpdate =
-      !kCentral && std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer>;
+      !kCentral && std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer, const float*>;
+  // The sharded update reads both replicas' gradients and sums as it goes.
+  static constexpr bool kSumAsItReads = kShardedUpdate && is_detected<ranged_step, Optimizer, host::SumOfTwo>;
   // Every replica computes with replica 0's parameters.
   static constexpr bool kSharedVariables = kCentral || kShardedUpdate;
 
@@ -249,10 +253,17 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       if (r == 0) rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
     } else {
       if constexpr (kShardedUpdate) {
-        group_->reduce_update(r, rep.grads.data(), Model::kParams + kStats, Model::kParams,
-                              [&](std::size_t first, std::size_t last) {
-                                rep.opt_state->step(optimizer_, params, rep.grads.data(), first, last);
-                              });
+        auto& state = *rep.opt_state;
+        const auto update = [&](std::size_t first, std::size_t last, auto summed) {
+          state.step(optimizer_, params, summed, first, last);
+        };
+        if constexpr (kSumAsItReads)
+          group_->reduce_update(r, rep.grads.data(), Model::kParams + kStats, Model::kParams, update);
+        else  // a state that takes only pointers: the collective sums into a buffer first
+          group_->reduce_update(r, rep.grads.data(), Model::kParams + kStats, Model::kParams,
+                                [&](std::size_t first, std::size_t last, const float* summed) {
+                                  update(first, last, summed);
+                                });
       } else {
         group_->all_reduce(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
         rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
