@@ -8,7 +8,9 @@
 //     (203,530 floats) or --count: all_reduce (every replica gets the sum),
 //     and reduce_update, the reduce-scatter that the trainer's sharded update
 //     runs each step (here with an update that only stores the summed
-//     gradient it reads: the collective alone).
+//     gradient it reads: the collective alone), and cross_core_read_floor,
+//     each replica only reading its chunk of the others' freshly written
+//     buffers: the least any all-reduce between threads must do.
 //   --mpi: MPI_Allreduce and lockstep's MpiAllReduce (one replica per process).
 //   --backend cuda (all_reduce_cuda, built in the cuda preset from
 //     all_reduce.cu, which includes this file): NcclAllReduce,
@@ -83,6 +85,38 @@ double time_threads(Group& group, lockstep::host::ReplicaPool& pool, std::size_t
     g.all_reduce(r, data, count, lockstep::ReduceOp::kMean);
   });
 }
+
+// The floor under any all-reduce between threads: every replica must at
+// least read its chunk of each other replica's freshly written buffer. This
+// does only that, between the same two barriers as HostAllReduce, and stores
+// no sum (it keeps a checksum so the reads are not optimised away).
+class CrossCoreReadFloor {
+ public:
+  explicit CrossCoreReadFloor(int replicas)
+      : buffers_(static_cast<std::size_t>(replicas)), checksums_(buffers_.size()), barrier_(replicas) {}
+  void read(int replica, const float* data, std::size_t count) {
+    const std::size_t r = static_cast<std::size_t>(replica), n = buffers_.size();
+    buffers_[r] = data;
+    barrier_.wait();
+    constexpr std::size_t kLanes = 16;  // independent sums: the loads, not an add chain, set the pace
+    float lanes[kLanes] = {};
+    const std::size_t first = count * r / n / kLanes * kLanes, last = count * (r + 1) / n / kLanes * kLanes;
+    for (std::size_t s = 0; s < n; ++s) {
+      if (s == r) continue;
+      for (std::size_t i = first; i < last; i += kLanes)
+        for (std::size_t j = 0; j < kLanes; ++j) lanes[j] += buffers_[s][i + j];
+    }
+    float total = 0;
+    for (float lane : lanes) total += lane;
+    checksums_[r] = total;
+    barrier_.wait();
+  }
+
+ private:
+  std::vector<const float*> buffers_;
+  std::vector<float> checksums_;
+  lockstep::host::SpinBarrier barrier_;
+};
 
 #if defined(LOCKSTEP_ALL_REDUCE_CUDA)
 namespace cuda_mode {
@@ -338,6 +372,12 @@ int main(int argc, char** argv) {
         });
       });
       report("HostAllReduce.reduce_update", replicas, count, reduce_update);
+      if (replicas > 1) {
+        CrossCoreReadFloor floor(replicas);
+        report("cross_core_read_floor", replicas, count,
+               time_threads(floor, pool, count, iters,
+                            [count](CrossCoreReadFloor& f, int r, float* data) { f.read(r, data, count); }));
+      }
       return 0;
     }
 #if defined(LOCKSTEP_HAVE_MPI)

@@ -3,8 +3,11 @@
 // usage: train_throughput [--backend host|cuda] [--strategy mirrored|central|multiworker]
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
+//                         [--mfu yes|no]
 // The data set is S batches of B synthetic samples; it is trained E times
 // (default 1), so a longer measurement keeps the same data set size.
+// --mfu no skips the SGEMM peak measured after training (for runs that share
+// the machine with another training process, which the peak would slow).
 // multiworker runs under mpirun; --replicas is then per process, B global.
 // --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
 // with the chosen collective; it prints the model TFLOP/s instead of mfu.
@@ -33,6 +36,7 @@ namespace {
 struct Run {
   std::size_t batch = 128;
   int steps = 200, epochs = 1, blas_threads = 0;
+  bool mfu = true;  // measure the SGEMM peak afterwards and print mfu
 };
 
 template <class Strategy>
@@ -71,6 +75,12 @@ int measure(Strategy strategy, const char* name, const Run& run) {
                 samples_per_s * Model::kTrainFlopsPerSample * 1e-12);
     return 0;
   }
+  if (!run.mfu) {  // another process may still be training: measure no peak under it
+    std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s\n", name,
+                trainer.global_replicas(), batch, steps, host::kGemmPath);
+    std::printf("samples_per_s=%.0f step_ms=%.4f\n", samples_per_s, seconds * 1e3 / steps);
+    return 0;
+  }
   // Model FLOP utilisation: training FLOPs per second over the SGEMM peak of
   // this machine, measured here with all cores (benchmarks/gemm_peak).
   host::set_blas_threads(Host::hardware_threads());
@@ -93,6 +103,12 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; i += 2) {
       const std::string flag = argv[i];
       require(i + 1 < argc, flag, " needs a value");
+      if (flag == "--mfu") {
+        const std::string v = argv[i + 1];
+        require(v == "yes" || v == "no", "--mfu: '", v, "', expected yes or no");
+        run.mfu = v == "yes";
+        continue;
+      }
       if (flag == "--strategy" || flag == "--backend" || flag == "--collective") {
         (flag == "--strategy" ? strategy : flag == "--backend" ? backend : collective) = argv[i + 1];
         continue;
@@ -105,7 +121,7 @@ int main(int argc, char** argv) {
       else if (flag == "--epochs") run.epochs = static_cast<int>(v);
       else if (flag == "--blas-threads") run.blas_threads = static_cast<int>(v);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
-                "--steps, --epochs or --blas-threads");
+                "--steps, --epochs, --blas-threads or --mfu");
     }
     if (backend == "cuda") {
 #if defined(LOCKSTEP_HAVE_CUDA)
