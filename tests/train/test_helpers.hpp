@@ -35,6 +35,15 @@ inline RegressionDataset half_difference_dataset(std::size_t samples) {
   return RegressionDataset(std::move(x), 2, std::move(y));
 }
 
+// Fit options for a test: no progress bar.
+inline FitOptions quiet_fit(std::size_t batch_size, int epochs) {
+  FitOptions options;
+  options.batch_size = batch_size;
+  options.epochs = epochs;
+  options.verbose = false;
+  return options;
+}
+
 inline double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = a.size() == b.size() ? 0.0 : 1e30;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)

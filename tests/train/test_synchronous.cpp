@@ -16,10 +16,7 @@ std::vector<float> train_three_steps(int replicas, const Optimizer& opt) {
   const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
   Model model{11};
   Trainer<MirroredPolicy<HostAllReduce>, Optimizer> trainer{MirroredPolicy<HostAllReduce>{replicas}, opt};
-  FitOptions options;
-  options.batch_size = 8;
-  options.epochs = 1;
-  options.verbose = false;
+  const FitOptions options = testing::quiet_fit(8, 1);
   const History h = trainer.fit(model, data, options);
   REQUIRE(h["loss"].size() == 1);
   return model.parameters();
@@ -42,10 +39,7 @@ TEST_CASE("1 and 3 replicas give the same weights after 3 steps (Sgd - nesterov)
 
 TEST_CASE("OneDevicePolicy equals MirroredPolicy with one replica - bit for bit") {
   const Dataset data = testing::argmax_dataset(40, 6, 3, 2);
-  FitOptions options;
-  options.batch_size = 16;
-  options.epochs = 2;
-  options.verbose = false;
+  const FitOptions options = testing::quiet_fit(16, 2);
   Model a{3}, b{3};
   Trainer<OneDevicePolicy, Adam> one;
   Trainer<MirroredPolicy<HostAllReduce>, Adam> mirrored{MirroredPolicy<HostAllReduce>{1}};
@@ -56,10 +50,7 @@ TEST_CASE("OneDevicePolicy equals MirroredPolicy with one replica - bit for bit"
 
 TEST_CASE("CentralStoragePolicy equals MirroredPolicy on the same data") {
   const Dataset data = testing::argmax_dataset(50, 6, 3, 4);
-  FitOptions options;
-  options.batch_size = 16;  // a short last batch of 2
-  options.epochs = 2;
-  options.verbose = false;
+  const FitOptions options = testing::quiet_fit(16, 2);  // a short last batch of 2
   for (int n : {1, 3}) {
     CAPTURE(n);
     Model central{5}, mirrored{5};
@@ -79,10 +70,7 @@ TEST_CASE("with two replicas, the sharded update that sums as it reads equals th
   // one buffer first and updates in one piece. Both compute with one copy of
   // the variables, so every bit must agree.
   const Dataset data = testing::argmax_dataset(50, 6, 3, 4);
-  FitOptions options;
-  options.batch_size = 16;
-  options.epochs = 2;
-  options.verbose = false;
+  const FitOptions options = testing::quiet_fit(16, 2);
   const auto compare = [&](const auto& opt) {
     using Opt = std::decay_t<decltype(opt)>;
     Model central{5}, sharded{5};
