@@ -85,3 +85,37 @@ TEST_CASE("with two replicas, the sharded update that sums as it reads equals th
   SUBCASE("Sgd with Nesterov momentum") { compare(Sgd(0.1, 0.9, true)); }
   SUBCASE("plain Sgd") { compare(Sgd(0.1)); }
 }
+
+namespace {
+// A user's optimizer whose ranged step takes only `const float*`: the sharded
+// update must then have the collective sum into a buffer first.
+struct PointerOnlySgd {
+  float learning_rate = 0.1f;
+  template <class Backend>
+  class State {
+   public:
+    State(const PointerOnlySgd&, std::size_t params) : size_(params) {}
+    void step(const PointerOnlySgd& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
+    void step(const PointerOnlySgd& opt, float* params, const float* grads, std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) params[i] -= opt.learning_rate * grads[i];
+    }
+
+   private:
+    std::size_t size_;
+  };
+};
+}  // namespace
+
+TEST_CASE("an optimizer whose ranged step takes only pointers keeps the sharded update - bit for bit") {
+  using Sharded = Trainer<MirroredPolicy<HostAllReduce>, PointerOnlySgd>::executor_type;
+  static_assert(Sharded::kShardedUpdate && !Sharded::kSumAsItReads);
+  const Dataset data = testing::argmax_dataset(50, 6, 3, 4);
+  const FitOptions options = testing::quiet_fit(16, 2);
+  Model central{5}, sharded{5};
+  Trainer<CentralStoragePolicy, PointerOnlySgd> a{CentralStoragePolicy{2}, PointerOnlySgd{}};
+  Trainer<MirroredPolicy<HostAllReduce>, PointerOnlySgd> b{MirroredPolicy<HostAllReduce>{2}, PointerOnlySgd{}};
+  a.fit(central, data, options);
+  b.fit(sharded, data, options);
+  CHECK(sharded.parameters() != Model{5}.parameters());
+  CHECK(central.parameters() == sharded.parameters());
+}
