@@ -75,20 +75,18 @@ int measure(Strategy strategy, const char* name, const Run& run) {
                 samples_per_s * Model::kTrainFlopsPerSample * 1e-12);
     return 0;
   }
+  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s", name,
+              trainer.global_replicas(), batch, steps, host::kGemmPath);
   if (!run.mfu) {  // another process may still be training: measure no peak under it
-    std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s\n", name,
-                trainer.global_replicas(), batch, steps, host::kGemmPath);
-    std::printf("samples_per_s=%.0f step_ms=%.4f\n", samples_per_s, seconds * 1e3 / steps);
+    std::printf("\nsamples_per_s=%.0f step_ms=%.4f\n", samples_per_s, seconds * 1e3 / steps);
     return 0;
   }
   // Model FLOP utilisation: training FLOPs per second over the SGEMM peak of
   // this machine, measured here with all cores (benchmarks/gemm_peak).
   host::set_blas_threads(Host::hardware_threads());
   const double peak = bench::sgemm_peak_gflops();
-  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s sgemm_peak_gflops=%.1f\n", name,
-              trainer.global_replicas(), batch, steps, host::kGemmPath, peak);
-  std::printf("samples_per_s=%.0f step_ms=%.4f mfu=%.3f\n", samples_per_s, seconds * 1e3 / steps,
-              samples_per_s * Model::kTrainFlopsPerSample * 1e-9 / peak);
+  std::printf(" sgemm_peak_gflops=%.1f\nsamples_per_s=%.0f step_ms=%.4f mfu=%.3f\n", peak, samples_per_s,
+              seconds * 1e3 / steps, samples_per_s * Model::kTrainFlopsPerSample * 1e-9 / peak);
   return 0;
 }
 
