@@ -27,13 +27,14 @@ struct Flags {
   std::string strategy = "mirrored";
   std::string backend = "host";
   std::string collective = "nccl";
+  std::string model = "mlp";
   bool replicas_given = false;
 };
 
 const char* kUsage =
     "usage: fashion_mnist [--backend host|cuda] [--strategy mirrored|central|multiworker] [--replicas N]\n"
     "                     [--collective nccl|hierarchical|one_device] [--epochs E] [--batch-size B]\n"
-    "                     [--data DIR] [--seed S]\n"
+    "                     [--data DIR] [--seed S] [--model mlp|mlp_bn_dropout]\n"
     "  --backend B     host (CPU threads) or cuda (GPUs; builds made by nvcc, the default there\n"
     "                  when a GPU is visible)\n"
     "  --strategy S    mirrored (default), central (CentralStoragePolicy; with cuda the\n"
@@ -45,7 +46,9 @@ const char* kUsage =
     "  --epochs E      default 10\n"
     "  --batch-size B  global batch, split over the replicas, default 128\n"
     "  --data DIR      Fashion-MNIST IDX files (.gz or plain), default /usr/share/datasets/fashion-mnist\n"
-    "  --seed S        seed of the initial weights and of the shuffle, default 0\n";
+    "  --seed S        seed of the initial weights, the shuffle and dropout, default 0\n"
+    "  --model M       mlp (default): Dense 256 relu, Dense 10; mlp_bn_dropout: Dense 256,\n"
+    "                  BatchNormalization, Relu, Dropout 0.2, Dense 10\n";
 
 long long parse_integer(const std::string& flag, const std::string& text, long long min) {
   char* end = nullptr;
@@ -65,10 +68,10 @@ Flags parse(int argc, char** argv) {
     lockstep::require(flag.rfind("--", 0) == 0 && (flag == "--replicas" || flag == "--epochs" ||
                                                    flag == "--batch-size" || flag == "--data" || flag == "--seed" ||
                                                    flag == "--strategy" || flag == "--backend" ||
-                                                   flag == "--collective"),
+                                                   flag == "--collective" || flag == "--model"),
                       "unknown flag '", flag,
                       "'; expected one of --backend --strategy --replicas --collective --epochs --batch-size --data "
-                      "--seed");
+                      "--seed --model");
     lockstep::require(i + 1 < argc, flag, " needs a value");
     const std::string value = argv[++i];
     if (flag == "--replicas") {
@@ -83,6 +86,11 @@ Flags parse(int argc, char** argv) {
       lockstep::require(value == "nccl" || value == "hierarchical" || value == "one_device", "--collective: '", value,
                         "', expected nccl, hierarchical or one_device");
       f.collective = value;
+    }
+    if (flag == "--model") {
+      lockstep::require(value == "mlp" || value == "mlp_bn_dropout", "--model: '", value,
+                        "', expected mlp or mlp_bn_dropout");
+      f.model = value;
     }
     if (flag == "--epochs") f.epochs = static_cast<int>(parse_integer(flag, value, 0));
     if (flag == "--batch-size") f.batch_size = static_cast<std::size_t>(parse_integer(flag, value, 1));
@@ -107,12 +115,11 @@ Flags parse(int argc, char** argv) {
 
 }  // namespace
 
-// Trains and evaluates with one strategy; every strategy runs the same code.
-template <class Strategy>
-int train(const Flags& flags, Strategy strategy) {
+// Trains and evaluates one model with one strategy; every strategy runs the same code.
+template <class Model, class Strategy>
+int train_model(const Flags& flags, Strategy strategy) {
   // example-begin fashion_mnist
   using namespace lockstep;
-  using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
 
   const Dataset train = load_fashion_mnist(flags.data, "train");
   const Dataset test = load_fashion_mnist(flags.data, "test");
@@ -139,6 +146,15 @@ int train(const Flags& flags, Strategy strategy) {
     std::printf("test_accuracy=%.4f test_loss=%.4f\n", result["accuracy"], result["loss"]);
   }
   return 0;
+}
+
+template <class Strategy>
+int train(const Flags& flags, Strategy strategy) {
+  using namespace lockstep;
+  if (flags.model == "mlp_bn_dropout")
+    return train_model<Sequential<Input<784>, Dense<256>, BatchNormalization<>, Relu, Dropout<20>, Dense<10>>>(
+        flags, strategy);
+  return train_model<Sequential<Input<784>, Dense<256, Relu>, Dense<10>>>(flags, strategy);
 }
 
 int main(int argc, char** argv) {

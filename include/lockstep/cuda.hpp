@@ -26,5 +26,4 @@
 #include "lockstep/collective/nccl_multi_worker.cuh"
 #endif
 
-#include "lockstep/optim/cuda_states.cuh"
 #include "lockstep/train/cuda_executor.cuh"

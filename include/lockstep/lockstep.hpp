@@ -6,14 +6,19 @@
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/core/rng.hpp"
+#include "lockstep/core/shape.hpp"
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/host/buffer.hpp"
 #include "lockstep/backend/host/gemm.hpp"
 
-#include "lockstep/layers/activations.hpp"
+#include "lockstep/ops/activations.hpp"
+#include "lockstep/layers/batch_normalization.hpp"
 #include "lockstep/layers/dense.hpp"
+#include "lockstep/layers/dropout.hpp"
+#include "lockstep/layers/flatten.hpp"
 #include "lockstep/layers/input.hpp"
+#include "lockstep/layers/pass.hpp"
 #include "lockstep/layers/softmax.hpp"
 #include "lockstep/model/sequential.hpp"
 
@@ -39,6 +44,7 @@
 #include "lockstep/data/loader.hpp"
 
 #include "lockstep/train/callbacks.hpp"
+#include "lockstep/train/fit_view.hpp"
 #include "lockstep/train/logs.hpp"
 #include "lockstep/train/progress_bar.hpp"
 #include "lockstep/train/trainer.hpp"

@@ -27,7 +27,7 @@
 #include "lockstep/backend/host/context.hpp"
 #include "lockstep/backend/host/gemm.hpp"
 #include "lockstep/backend/host/launch.hpp"
-#include "lockstep/layers/activations.hpp"
+#include "lockstep/ops/activations.hpp"
 #include "lockstep/layers/softmax.hpp"
 #include "lockstep/losses/mean_squared_error.hpp"
 #include "lockstep/losses/sparse_categorical_crossentropy.hpp"

@@ -12,8 +12,10 @@
 namespace {
 using namespace lockstep;
 
+// Gradients of a model in training mode with the given pass (one replica:
+// its sum over replicas is the identity), against central differences.
 template <class Model, class Loss, class Label>
-void check_gradients(const std::vector<Label>& labels, int rows) {
+void check_gradients(const std::vector<Label>& labels, int rows, Pass pass = Pass{Mode::kTraining}) {
   std::vector<float> init(Model::kParams);
   Model::initialize(init.data(), 5);
   std::vector<double> params(init.begin(), init.end());
@@ -23,11 +25,15 @@ void check_gradients(const std::vector<Label>& labels, int rows) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = 2.0 * Philox4x32::uniform(11, 0, i) - 1.0;
   const double scale = 1.0 / rows;
 
+  host::Context ctx;
+  std::vector<float> state_init(Model::kState);
+  Model::initialize_state(state_init.data());
+  std::vector<double> state(state_init.begin(), state_init.end());
   typename Model::template BasicWorkspace<double> ws(rows);
   std::vector<double> row_loss(static_cast<std::size_t>(rows));
   auto loss_of = [&](const std::vector<double>& p) {
-    const double* out = Model::forward(p.data(), x.data(), rows, ws);
-    Loss::template forward_backward<Model::kOutputs>(out, labels.data(), rows, scale, row_loss.data(),
+    const double* out = Model::forward(ctx, pass, p.data(), state.data(), x.data(), rows, ws);
+    Loss::template forward_backward<Model::kOutputs>(ctx, out, labels.data(), rows, scale, row_loss.data(),
                                                      static_cast<double*>(nullptr));
     double s = 0;
     for (double l : row_loss) s += l * scale;
@@ -35,10 +41,12 @@ void check_gradients(const std::vector<Label>& labels, int rows) {
   };
 
   std::vector<double> grads(Model::kParams);
-  const double* out = Model::forward(params.data(), x.data(), rows, ws);
-  Loss::template forward_backward<Model::kOutputs>(out, labels.data(), rows, scale, row_loss.data(), ws.output_grad());
+  const double* out = Model::forward(ctx, pass, params.data(), state.data(), x.data(), rows, ws);
+  Loss::template forward_backward<Model::kOutputs>(ctx, out, labels.data(), rows, scale, row_loss.data(),
+                                                   ws.output_grad());
   std::size_t ready = 0;
-  Model::backward(params.data(), x.data(), rows, ws, grads.data(), [&](std::size_t, std::size_t n) { ready += n; });
+  Model::backward(ctx, pass, params.data(), state.data(), x.data(), rows, ws, grads.data(),
+                  [&](std::size_t, std::size_t n) { ready += n; });
   CHECK(ready == Model::kParams);  // every layer reported its gradient once
 
   double worst = 0;
@@ -66,6 +74,21 @@ TEST_CASE("Dense and Softmax layers with MeanSquaredError") {
   std::vector<float> targets(6 * 4);
   for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = Philox4x32::uniform(3, 0, i);
   check_gradients<Model, MeanSquaredError>(targets, 6);
+}
+
+TEST_CASE("Dropout with a fixed mask (a fixed key) and both BatchNormalization variants in training mode") {
+  // A training pass with a fixed key and first row: Dropout's mask is a
+  // function of those, so the loss is smooth in the parameters around them.
+  Pass pass{Mode::kTraining};
+  pass.key = 12345;
+  pass.first_row = 3;
+  using Model = Sequential<Input<5>, Dense<6, Tanh>, Dropout<30>, Dense<4>, BatchNormalization<>, Relu, Dense<3>>;
+  check_gradients<Model, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 2, 1, 2, 0, 1, 1}, 7, pass);
+  using Sync = Sequential<Input<4>, Dense<5, Sigmoid>, SyncBatchNormalization, Dense<3>>;
+  check_gradients<Sync, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 2, 1, 2, 0, 1}, 6, pass);
+  // BatchNormalization first: no input gradient is asked of it.
+  using First = Sequential<Input<3>, BatchNormalization<>, Dense<3>>;
+  check_gradients<First, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 2, 1, 1, 0}, 5, pass);
 }
 
 TEST_CASE("compile-time shapes and the flat parameter layout") {
@@ -101,6 +124,7 @@ TEST_CASE("a workspace smaller than the rows is an error - not an overrun") {
   Model model{0};
   Model::Workspace ws(1);
   const float x[4] = {1, 2, 3, 4};
-  CHECK_THROWS_WITH_AS(Model::forward(model.parameters().data(), x, 2, ws),
+  host::Context ctx;
+  CHECK_THROWS_WITH_AS(Model::forward(ctx, Pass{}, model.parameters().data(), model.state().data(), x, 2, ws),
                        doctest::Contains("2 rows, the workspace holds 1"), lockstep::Error);
 }

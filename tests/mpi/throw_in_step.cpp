@@ -12,12 +12,12 @@ std::atomic<bool> fail_now{false};
 
 // Relu that throws once fail_now is set: a stand-in for any error in a step.
 struct FailingRelu {
-  template <int In>
+  template <class In>
   struct Bind : lockstep::ActivationLayer<lockstep::Relu>::Bind<In> {
-    template <class T>
-    static void forward(const T* p, const T* x, T* y, int rows) {
+    template <class Ctx, class P, class T>
+    static void forward(Ctx& ctx, const P& pass, lockstep::Slots<T> s, const T* x, T* y, int rows) {
       if (fail_now.load()) lockstep::fail("injected failure in a replica's forward");
-      lockstep::ActivationLayer<lockstep::Relu>::Bind<In>::forward(lockstep::host::default_context(), p, x, y, rows);
+      lockstep::ActivationLayer<lockstep::Relu>::Bind<In>::forward(ctx, pass, s, x, y, rows);
     }
   };
 };

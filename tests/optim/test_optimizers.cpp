@@ -5,10 +5,21 @@
 #include <cmath>
 #include <vector>
 
+#include "lockstep/backend/host/context.hpp"
 #include "lockstep/optim/adam.hpp"
 #include "lockstep/optim/sgd.hpp"
 
 using namespace lockstep;
+
+namespace {
+// One whole-buffer update, as an executor makes it: prepare, then the ranged step.
+template <class State, class Opt>
+void update(State& state, const Opt& opt, std::vector<float>& p, const std::vector<float>& g) {
+  host::Context ctx;
+  state.prepare(opt);
+  state.step(ctx, p.data(), g.data(), 0, p.size());
+}
+}  // namespace
 
 TEST_CASE("Adam: Keras defaults and two steps by hand") {
   const Adam adam;
@@ -19,8 +30,8 @@ TEST_CASE("Adam: Keras defaults and two steps by hand") {
 
   const Adam opt(0.1, 0.9, 0.999, 1e-7);
   std::vector<float> p = {1.0f, -2.0f}, g = {0.5f, -1.0f};
-  Adam::State<Host> state(opt, p.size());
-  state.step(opt, p.data(), g.data());
+  Adam::State<host::Context> state(opt, p.size());
+  update(state, opt, p, g);
   // t = 1: m = 0.1 g, v = 0.001 g^2, alpha = 0.1 sqrt(0.001) / 0.1, so the step is 0.1 * sign(g) (almost).
   double m0 = 0.1 * 0.5, v0 = 0.001 * 0.25;
   double a1 = 0.1 * std::sqrt(1 - 0.999) / (1 - 0.9);
@@ -29,7 +40,7 @@ TEST_CASE("Adam: Keras defaults and two steps by hand") {
   CHECK(p[1] == doctest::Approx(-2.0 + a1 * 0.1 / (std::sqrt(0.001) + 1e-7)).epsilon(1e-6));
   // t = 2 with a new gradient.
   g = {0.25f, 0.0f};
-  state.step(opt, p.data(), g.data());
+  update(state, opt, p, g);
   const double m1 = 0.9 * m0 + 0.1 * 0.25, v1 = 0.999 * v0 + 0.001 * 0.0625;
   const double a2 = 0.1 * std::sqrt(1 - 0.999 * 0.999) / (1 - 0.81);
   CHECK(p[0] == doctest::Approx(p0 - a2 * m1 / (std::sqrt(v1) + 1e-7)).epsilon(1e-6));
@@ -41,25 +52,25 @@ TEST_CASE("Sgd: plain - momentum and nesterov by hand") {
   {
     const Sgd opt(0.1);
     std::vector<float> p = {1.0f};
-    Sgd::State<Host> s(opt, 1);
-    s.step(opt, p.data(), g.data());
+    Sgd::State<host::Context> s(opt, 1);
+    update(s, opt, p, g);
     CHECK(p[0] == doctest::Approx(0.8));
   }
   {
     const Sgd opt(0.1, 0.9);
     std::vector<float> p = {1.0f};
-    Sgd::State<Host> s(opt, 1);
-    s.step(opt, p.data(), g.data());  // v = -0.2, p = 0.8
-    s.step(opt, p.data(), g.data());  // v = 0.9 * -0.2 - 0.2 = -0.38, p = 0.42
+    Sgd::State<host::Context> s(opt, 1);
+    update(s, opt, p, g);  // v = -0.2, p = 0.8
+    update(s, opt, p, g);  // v = 0.9 * -0.2 - 0.2 = -0.38, p = 0.42
     CHECK(p[0] == doctest::Approx(0.42));
   }
   {
     const Sgd opt(0.1, 0.9, true);
     std::vector<float> p = {1.0f};
-    Sgd::State<Host> s(opt, 1);
-    s.step(opt, p.data(), g.data());  // v = -0.2, p += 0.9 * -0.2 - 0.2 = -0.38 -> 0.62
+    Sgd::State<host::Context> s(opt, 1);
+    update(s, opt, p, g);  // v = -0.2, p += 0.9 * -0.2 - 0.2 = -0.38 -> 0.62
     CHECK(p[0] == doctest::Approx(0.62));
-    s.step(opt, p.data(), g.data());  // v = -0.38, p += 0.9 * -0.38 - 0.2 = -0.542 -> 0.078
+    update(s, opt, p, g);  // v = -0.38, p += 0.9 * -0.38 - 0.2 = -0.542 -> 0.078
     CHECK(p[0] == doctest::Approx(0.078));
   }
 }
@@ -68,4 +79,18 @@ TEST_CASE("bad hyper-parameters are errors that name the value") {
   CHECK_THROWS_WITH_AS(Adam(-1.0), doctest::Contains("learning rate -1"), Error);
   CHECK_THROWS_WITH_AS(Adam(1e-3, 1.0), doctest::Contains("beta_1 1"), Error);
   CHECK_THROWS_WITH_AS(Sgd(0.1, 1.5), doctest::Contains("momentum 1.5"), Error);
+}
+
+TEST_CASE("a learning rate changed between steps is used by the next step (the scalars are read when the step runs)") {
+  Sgd opt(0.1);
+  std::vector<float> p = {1.0f}, g = {2.0f};
+  Sgd::State<host::Context> s(opt, 1);
+  update(s, opt, p, g);  // 1 - 0.2
+  opt.learning_rate = 0.01f;
+  update(s, opt, p, g);  // 0.8 - 0.02
+  CHECK(p[0] == doctest::Approx(0.78));
+  opt.momentum = 0.5f;  // momentum switched on later: the velocity exists already
+  update(s, opt, p, g);  // v = -0.02, p = 0.76
+  CHECK(p[0] == doctest::Approx(0.76));
+  CHECK(s.iterations() == 3);
 }

@@ -91,17 +91,17 @@ namespace {
 // update must then have the collective sum into a buffer first.
 struct PointerOnlySgd {
   float learning_rate = 0.1f;
-  template <class Backend>
+  template <class Ctx>
   class State {
    public:
-    State(const PointerOnlySgd&, std::size_t params) : size_(params) {}
-    void step(const PointerOnlySgd& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
-    void step(const PointerOnlySgd& opt, float* params, const float* grads, std::size_t first, std::size_t last) {
-      for (std::size_t i = first; i < last; ++i) params[i] -= opt.learning_rate * grads[i];
+    State(const PointerOnlySgd&, std::size_t) {}
+    void prepare(const PointerOnlySgd& opt) { learning_rate_ = opt.learning_rate; }
+    void step(Ctx&, float* params, const float* grads, std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) params[i] -= learning_rate_ * grads[i];
     }
 
    private:
-    std::size_t size_;
+    float learning_rate_ = 0;
   };
 };
 }  // namespace

@@ -1,12 +1,37 @@
 // What a collective is: a policy with `using backend`, a kName, and a nested
-// Group made for N replicas whose all_reduce(replica, data, count, op) every
-// replica calls with its own buffer; on return each buffer holds the result.
+// Group that combines one contiguous float buffer across the replicas of a
+// step. One contract on every backend; Queue is the backend context's
+// queue_type (host::Queue, an empty value, on the host; cudaStream_t on CUDA):
+//   Group(const std::vector<int>& devices)       replica r on devices[r]
+//   int size() const                             replicas in this process
+//   all_reduce(int replica, float* data, std::size_t count, Queue queue)
+//       called by every replica with its own buffer; when the queue's work is
+//       done every buffer holds the sum
+//   abort()                                      releases replicas waiting in
+//                                                the group after one failed
+//   process-level: process_rank(), process_count(), processes_on_this_node(),
+//       broadcast_from_root(p, bytes), sum_across_processes(double*, n),
+//       check_same_across_processes(names, values, n), end_job_after_failure(what)
+//       (derive from detail::SingleProcess when every replica is in this process)
+// Optional, used by the strategies that need them:
+//   reduce_to_root(r, data, count, queue), copy_from_root(r, data, count, queue)
+//       CentralStoragePolicy's reduce onto replica 0 and copy back out
+//   reduce_update(r, grads, count, params_count, update), shard(r, count)
+//       the all-reduce fused with a sharded optimizer step (shared memory)
+//   release_after_failure()                      device work to drop after a failure
+//   kCapturable, kPartial, kSharedDevices        capabilities, false by default:
+//       calls may be recorded in a CUDA graph; calls on parts of the buffer
+//       may overlap backward; several replicas may share one device
+// A Trainer checks the required members (check_group) and names a missing one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "lockstep/core/config.hpp"
 #include "lockstep/core/traits.hpp"
 
 namespace lockstep {
@@ -38,6 +63,76 @@ template <class C, class = void>
 struct spans_processes : std::false_type {};
 template <class C>
 struct spans_processes<C, std::enable_if_t<C::kSpansProcesses>> : std::true_type {};
+
+// The members of the contract, as detection probes.
+template <class G>
+using group_from_devices = decltype(G(std::declval<const std::vector<int>&>()));
+template <class G>
+using group_size = decltype(std::declval<const G&>().size());
+template <class G, class Q>
+using group_all_reduce =
+    decltype(std::declval<G&>().all_reduce(0, std::declval<float*>(), std::size_t{}, std::declval<Q>()));
+template <class G, class Q>
+using group_reduce_to_root =
+    decltype(std::declval<G&>().reduce_to_root(0, std::declval<float*>(), std::size_t{}, std::declval<Q>()));
+template <class G, class Q>
+using group_copy_from_root =
+    decltype(std::declval<G&>().copy_from_root(0, std::declval<float*>(), std::size_t{}, std::declval<Q>()));
+template <class G>
+using group_abort = decltype(std::declval<G&>().abort());
+template <class G>
+using group_processes =
+    decltype(std::declval<G&>().process_rank(), std::declval<G&>().process_count(),
+             std::declval<G&>().processes_on_this_node(), std::declval<G&>().broadcast_from_root(nullptr, 0),
+             std::declval<G&>().sum_across_processes(static_cast<double*>(nullptr), 0),
+             std::declval<G&>().check_same_across_processes(nullptr, nullptr, 0),
+             std::declval<G&>().end_job_after_failure(""));
+template <class G>
+using group_release = decltype(std::declval<G&>().release_after_failure());
+template <class G>
+using group_shard = decltype(std::declval<const G&>().shard(0, std::size_t{}));
+
+// Checks a Group against the contract for queue type Q; each missing member
+// gets its own sentence. Used as static_assert(check_group<G, Q>()).
+template <class G, class Q>
+constexpr bool check_group() {
+  static_assert(is_detected<group_from_devices, G>,
+                "A collective's Group must be constructible from const std::vector<int>& devices (replica r on "
+                "devices[r]; on the host the entries only count the replicas).");
+  static_assert(is_detected<group_size, G>, "A collective's Group needs int size() const: its replicas in this process.");
+  static_assert(is_detected<group_all_reduce, G, Q>,
+                "A collective's Group needs all_reduce(int replica, float* data, std::size_t count, Queue queue), "
+                "Queue being the backend's queue (host::Queue on the host, cudaStream_t on CUDA): see "
+                "collective/collective.hpp.");
+  static_assert(is_detected<group_abort, G>,
+                "A collective's Group needs abort(): it releases replicas waiting in the group after one failed.");
+  static_assert(is_detected<group_processes, G>,
+                "A collective's Group needs the process-level members (process_rank, process_count, "
+                "processes_on_this_node, broadcast_from_root, sum_across_processes, check_same_across_processes, "
+                "end_job_after_failure): derive it from lockstep::detail::SingleProcess when all its replicas are in "
+                "one process.");
+  return true;
+}
+
+// Optional capabilities, false where a Group does not declare them.
+template <class G, class = void>
+struct capturable : std::false_type {};
+template <class G>
+struct capturable<G, std::enable_if_t<G::kCapturable>> : std::true_type {};
+template <class G, class = void>
+struct partial : std::false_type {};
+template <class G>
+struct partial<G, std::enable_if_t<G::kPartial>> : std::true_type {};
+template <class G, class = void>
+struct shared_devices : std::false_type {};
+template <class G>
+struct shared_devices<G, std::enable_if_t<G::kSharedDevices>> : std::true_type {};
+
+// group.release_after_failure() where the group has device work to drop.
+template <class G>
+void release_after_failure(G& group) {
+  if constexpr (is_detected<group_release, G>) group.release_after_failure();
+}
 }  // namespace detail
 
 }  // namespace lockstep

@@ -6,7 +6,7 @@
 // hierarchical_copy_all_reduce.cuh (nvcc, link lockstep::cuda).
 #pragma once
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 
 namespace lockstep {
 

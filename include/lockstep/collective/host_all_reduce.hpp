@@ -17,9 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/launch.hpp"
+#include "lockstep/backend/host/queue.hpp"
 #include "lockstep/backend/host/sum_of_two.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/config.hpp"
@@ -39,6 +40,8 @@ struct HostAllReduce {
           barrier_(replicas) {
       require(replicas >= 1, "HostAllReduce: ", replicas, " replicas, expected at least 1");
     }
+    // The collective contract's form: one replica per entry.
+    explicit Group(const std::vector<int>& devices) : Group(static_cast<int>(devices.size())) {}
 
     int size() const { return replicas_; }
 
@@ -46,12 +49,18 @@ struct HostAllReduce {
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       reduce(replica, data, count, op, true);
     }
+    void all_reduce(int replica, float* data, std::size_t count, host::Queue) {
+      reduce(replica, data, count, ReduceOp::kSum, true);
+    }
 
     // The same, but only replica 0's buffer receives the result (the others
     // hold partial sums): CentralStoragePolicy's "send gradients to the
     // central device".
     void reduce_to_root(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       reduce(replica, data, count, op, false);
+    }
+    void reduce_to_root(int replica, float* data, std::size_t count, host::Queue) {
+      reduce(replica, data, count, ReduceOp::kSum, false);
     }
 
     // The all-reduce and the optimizer step together, for replicas that
@@ -75,7 +84,7 @@ struct HostAllReduce {
       }
       buffers_[static_cast<std::size_t>(replica)] = grads;
       barrier_.wait();
-      const auto [first, last] = chunk(replica, count);
+      const auto [first, last] = shard(replica, count);
       const std::size_t split = std::clamp(params_count, first, last);
       reduce_chunk(split, last, 1.0f, Deliver::kRoot, replica);
       if (first < split) update_chunk(replica, first, split, update);
@@ -83,6 +92,18 @@ struct HostAllReduce {
       // parameters again, and every gradient chunk is read before its owner
       // writes the next step's gradients into it.
       barrier_.wait();
+    }
+
+    // The range [first, last) of a `count`-long buffer that `replica` reduces
+    // (and, in reduce_update, updates): whole cache lines (16 floats), so two
+    // replicas never write one line.
+    std::pair<std::size_t, std::size_t> shard(int replica, std::size_t count) const {
+      constexpr std::size_t kLine = 16;
+      const std::size_t lines = (count + kLine - 1) / kLine;
+      const std::size_t r = static_cast<std::size_t>(replica), n = static_cast<std::size_t>(replicas_);
+      const std::size_t first = std::min(count, lines * r / n * kLine);
+      const std::size_t last = std::min(count, lines * (r + 1) / n * kLine);
+      return {first, last};
     }
 
     // Releases replicas waiting in all_reduce after one of them failed.
@@ -93,7 +114,7 @@ struct HostAllReduce {
       if (replicas_ == 1) return;  // the sum and the mean of one buffer are itself
       buffers_[static_cast<std::size_t>(replica)] = data;
       barrier_.wait();
-      const auto [first, last] = chunk(replica, count);
+      const auto [first, last] = shard(replica, count);
       const float scale = op == ReduceOp::kMean ? 1.0f / static_cast<float>(replicas_) : 1.0f;
       reduce_chunk(first, last, scale, everywhere ? Deliver::kEveryone : Deliver::kRoot, replica);
       // Every buffer is whole before any replica returns and writes its own again.
@@ -111,16 +132,6 @@ struct HostAllReduce {
       }
       reduce_chunk(first, last, 1.0f, Deliver::kOwner, replica);
       update(first, last, static_cast<const float*>(buffers_[static_cast<std::size_t>(replica)]));
-    }
-
-    // Chunks are whole cache lines (16 floats) so two replicas never write one line.
-    std::pair<std::size_t, std::size_t> chunk(int replica, std::size_t count) const {
-      constexpr std::size_t kLine = 16;
-      const std::size_t lines = (count + kLine - 1) / kLine;
-      const std::size_t r = static_cast<std::size_t>(replica), n = static_cast<std::size_t>(replicas_);
-      const std::size_t first = std::min(count, lines * r / n * kLine);
-      const std::size_t last = std::min(count, lines * (r + 1) / n * kLine);
-      return {first, last};
     }
 
     // Where a chunk's sum goes: every buffer (all_reduce), replica 0's

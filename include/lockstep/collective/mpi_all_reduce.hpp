@@ -18,9 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/launch.hpp"
+#include "lockstep/backend/host/queue.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/collective/host_all_reduce.hpp"
 #include "lockstep/core/error.hpp"
@@ -156,6 +157,7 @@ struct MpiAllReduce {
   class Group : public detail::MpiProcesses {
    public:
     explicit Group(int local_replicas) : local_(local_replicas), barrier_(local_replicas) {}
+    explicit Group(const std::vector<int>& devices) : Group(static_cast<int>(devices.size())) {}
 
     int size() const { return local_.size() * size_; }
 
@@ -174,6 +176,10 @@ struct MpiAllReduce {
         const float scale = 1.0f / static_cast<float>(size());
         for (std::size_t i = 0; i < count; ++i) data[i] *= scale;
       }
+    }
+
+    void all_reduce(int replica, float* data, std::size_t count, host::Queue) {
+      all_reduce(replica, data, count, ReduceOp::kSum);
     }
 
     void abort() {

@@ -8,7 +8,7 @@
 // nccl_multi_worker.cuh, which needs MPI too (link lockstep::cuda and lockstep::mpi).
 #pragma once
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 
 namespace lockstep {
 

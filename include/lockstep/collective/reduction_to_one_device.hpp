@@ -13,8 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/host/barrier.hpp"
+#include "lockstep/backend/host/queue.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -35,6 +36,7 @@ struct ReductionToOneDevice<Host> {
         : replicas_(replicas), buffers_(static_cast<std::size_t>(replicas > 0 ? replicas : 1)), barrier_(replicas) {
       require(replicas >= 1, "ReductionToOneDevice: ", replicas, " replicas, expected at least 1");
     }
+    explicit Group(const std::vector<int>& devices) : Group(static_cast<int>(devices.size())) {}
 
     int size() const { return replicas_; }
 
@@ -42,10 +44,16 @@ struct ReductionToOneDevice<Host> {
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       reduce(replica, data, count, op, true);
     }
+    void all_reduce(int replica, float* data, std::size_t count, host::Queue) {
+      reduce(replica, data, count, ReduceOp::kSum, true);
+    }
 
     // The same without the copy back: only replica 0's buffer holds the result.
     void reduce_to_root(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       reduce(replica, data, count, op, false);
+    }
+    void reduce_to_root(int replica, float* data, std::size_t count, host::Queue) {
+      reduce(replica, data, count, ReduceOp::kSum, false);
     }
 
     // Releases replicas waiting in all_reduce after one of them failed.

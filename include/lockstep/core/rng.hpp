@@ -59,6 +59,8 @@ namespace rng_stream {
 inline constexpr std::uint64_t kShuffle = 1ull << 40;  // + epoch
 inline constexpr std::uint64_t kLayer = 2ull << 40;    // + layer index
 inline constexpr std::uint64_t kData = 3ull << 40;     // synthetic data in tests/benchmarks
+inline constexpr std::uint64_t kStep = 4ull << 40;     // + epoch: a training step's key (step_key)
+inline constexpr std::uint64_t kDropout = 5ull << 40;  // + layer index, keyed by the step's key
 }  // namespace rng_stream
 
 }  // namespace lockstep

@@ -4,22 +4,22 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "lockstep/layers/activations.hpp"
 #include "lockstep/layers/layer.hpp"
+#include "lockstep/ops/activations.hpp"
 
 namespace lockstep {
 
 template <class Act>
 struct ActivationLayer {
-  template <int In>
-  struct Bind : detail::ParameterFree<In> {
-    using detail::ParameterFree<In>::kIn;
-    template <class Ctx, class T>
-    static void forward(Ctx& ctx, const T*, const T* x, T* y, int rows) {
+  template <class In>
+  struct Bind : detail::ShapePreserving<In> {
+    using detail::ShapePreserving<In>::kIn;
+    template <class Ctx, class P, class T>
+    static void forward(Ctx& ctx, const P&, Slots<T>, const T* x, T* y, int rows) {
       ctx.for_each_index(static_cast<std::size_t>(rows) * kIn, kernels::Activate<Act, T>{x, y});
     }
-    template <class Ctx, class T>
-    static void backward(Ctx& ctx, const T*, const T*, const T* y, T* dy, T* dx, T*, int rows) {
+    template <class Ctx, class P, class T>
+    static void backward(Ctx& ctx, const P&, Slots<T>, const T*, const T* y, T* dy, T* dx, T*, int rows) {
       if (!dx) return;
       ctx.for_each_index(static_cast<std::size_t>(rows) * kIn, kernels::ActivationBackward<Act, T>{y, dy, dx});
     }

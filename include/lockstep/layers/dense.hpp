@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "lockstep/core/rng.hpp"
-#include "lockstep/layers/activations.hpp"
+#include "lockstep/core/shape.hpp"
+#include "lockstep/layers/layer.hpp"
+#include "lockstep/ops/activations.hpp"
 
 namespace lockstep {
 
@@ -22,8 +24,13 @@ struct Dense {
                 "SparseCategoricalCrossentropy and predict with Model::with_softmax.");
   using activation = Activation;
 
-  template <int In>
+  template <class InShape>
   struct Bind {
+    static_assert(InShape::kRank == 1,
+                  "Dense<Units> takes a flat vector per sample: put Flatten before it (Keras' Dense on a "
+                  "higher-rank input acts on the last axis only; lockstep asks for the Flatten explicitly).");
+    static constexpr int In = InShape::kSize;
+    using out_shape = Shape<Units>;
     static constexpr int kIn = In, kOut = Units;
     static constexpr std::size_t kWeights = static_cast<std::size_t>(In) * Units;
     static constexpr std::size_t kParams = kWeights + Units;
@@ -38,14 +45,16 @@ struct Dense {
     }
 
     // y = Act(x W + b): one fused call (cuBLASLt's bias and ReLU epilogues on CUDA).
-    template <class Ctx, class T>
-    static void forward(Ctx& ctx, const T* params, const T* x, T* y, int rows) {
+    template <class Ctx, class P, class T>
+    static void forward(Ctx& ctx, const P&, Slots<T> s, const T* x, T* y, int rows) {
       if (rows == 0) return;
+      const T* params = s.params;
       ctx.template affine<Activation>(x, params, params + kWeights, y, rows, In, Units);
     }
 
-    template <class Ctx, class T>
-    static void backward(Ctx& ctx, const T* params, const T* x, const T* y, T* dy, T* dx, T* dparams, int rows) {
+    template <class Ctx, class P, class T>
+    static void backward(Ctx& ctx, const P&, Slots<T> s, const T* x, const T* y, T* dy, T* dx, T* dparams, int rows) {
+      const T* params = s.params;
       T* dw = dparams;
       T* db = dparams + kWeights;
       if (rows == 0) {

@@ -1,13 +1,18 @@
-// Input<N>: the first element of a Sequential model, giving the feature count
-// from which every later layer infers its shape at compile time.
+// Input<Dims...>: the first element of a Sequential model, the shape of one
+// sample (Keras' Input(shape=...)): Input<784>, or Input<28, 28, 1> for an
+// image, channels last. Every later layer infers its shape from it at compile time.
 #pragma once
+
+#include "lockstep/core/shape.hpp"
 
 namespace lockstep {
 
-template <int N>
+template <int... Dims>
 struct Input {
-  static_assert(N > 0, "Input<N> needs N > 0: N is the number of features of one sample.");
-  static constexpr int kUnits = N;
+  static_assert(sizeof...(Dims) > 0 && ((Dims > 0) && ...),
+                "Input<Dims...> needs positive dimensions: Input<784> for 784 features, Input<28, 28, 1> for an image.");
+  using shape = Shape<Dims...>;
+  static constexpr int kUnits = shape::kSize;
 };
 
 }  // namespace lockstep

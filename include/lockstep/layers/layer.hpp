@@ -1,15 +1,24 @@
-// What a layer is. A layer policy L has `template <int In> struct Bind`, the
-// layer with its input width known, which provides:
-//   kIn, kOut, kParams                      compile-time shapes
-//   init(float* params, seed, layer_index)  Keras' initialisers
-//   forward(ctx, params, x, y, rows)        y(rows, kOut) from x(rows, kIn)
-//   backward(ctx, params, x, y, dy, dx, dparams, rows)
-//       given dy = dLoss/dy (may be overwritten), writes dparams and, when dx is
-//       not null, dLoss/dx.
+// What a layer is (contract v2). A layer policy L has
+// `template <class In> struct Bind`, the layer bound to the shape In of its
+// input (a Shape<...>), which provides:
+//   using out_shape                          the shape of its output
+//   kIn, kOut                                values per sample in and out
+//   kParams                                  trainable parameters (the flat buffer)
+//   kState       (optional, 0)               non-trainable values: moving
+//                                            statistics; saved with the model,
+//                                            never given to the optimizer
+//   kScratch, kScratchPerRow (optional, 0)   per-replica scratch: fixed, and per row
+//   init(float* params, seed, layer_index)   Keras' initialisers
+//   init_state(float* state)  (optional)     the state's initial values
+//   forward(ctx, pass, slots, x, y, rows)    y(rows, kOut) from x(rows, kIn)
+//   backward(ctx, pass, slots, x, y, dy, dx, dparams, rows)
+//       after forward on the same x with the same pass: given dy = dLoss/dy
+//       (may be overwritten), writes all of dparams and, when dx is not null,
+//       dLoss/dx.
 // ctx is the backend's context (host::Context, gpu::Context): the layer
-// computes through its gemm / affine / for_each_index members, so one layer
-// runs on every backend. A layer written without ctx (forward(params, x, y,
-// rows)) still runs on the host backend.
+// computes through its members, so one layer runs on every backend. pass is a
+// BasicPass (layers/pass.hpp): mode, global row index, random key, the sum
+// over replicas. slots are the layer's own parameters, state and scratch.
 #pragma once
 
 #include <cstddef>
@@ -17,80 +26,83 @@
 #include <type_traits>
 #include <utility>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/shape.hpp"
 #include "lockstep/core/traits.hpp"
-#include "lockstep/layers/activations.hpp"
+#include "lockstep/layers/pass.hpp"
+#include "lockstep/ops/activations.hpp"
 
 namespace lockstep {
+
+// A bound layer's memory, all in the backend's memory: its parameters (the
+// model's flat buffer at the layer's offset), its non-trainable state, and scratch.
+template <class T>
+struct Slots {
+  const T* params = nullptr;
+  T* state = nullptr;
+  T* scratch = nullptr;
+};
 
 template <class Act>
 struct ActivationLayer;
 
 namespace detail {
 template <class L>
-using bind_probe = typename L::template Bind<1>;
+using bind_probe = typename L::template Bind<Shape<1>>;
 
-template <class L, int In, bool IsActivation = is_activation_v<L>>
+template <class L, class In, bool IsActivation = is_activation_v<L>>
 struct bind_layer {
   static_assert(is_detected<bind_probe, L>,
                 "This type is not a lockstep layer: write Dense<Units, Activation>, an activation such as Relu, "
-                "or a type with a nested template <int In> struct Bind.");
+                "or a type with a nested template <class InShape> struct Bind (see layers/layer.hpp).");
   using type = typename L::template Bind<In>;
 };
 // An activation on its own (Sequential<..., Relu>) is a parameter-free layer.
-template <class L, int In>
+template <class L, class In>
 struct bind_layer<L, In, true> {
   using type = typename ActivationLayer<L>::template Bind<In>;
 };
 
-// The shapes and no-op initialiser of a layer without parameters (activations, softmax).
-template <int In>
-struct ParameterFree {
-  static constexpr int kIn = In, kOut = In;
+// The shapes and no-op initialiser of a layer without parameters or state
+// whose output has its input's shape (activations, softmax, dropout).
+template <class In>
+struct ShapePreserving {
+  using out_shape = In;
+  static constexpr int kIn = In::kSize, kOut = In::kSize;
   static constexpr std::size_t kParams = 0;
   static void init(float*, std::uint64_t, std::uint64_t) {}
 };
-}  // namespace detail
 
-namespace detail {
-template <class B, class Ctx, class T>
-using forward_with_context = decltype(B::forward(std::declval<Ctx&>(), std::declval<const T*>(), std::declval<const T*>(),
-                                                 std::declval<T*>(), 0));
-template <class B, class Ctx, class T>
-using backward_with_context =
-    decltype(B::backward(std::declval<Ctx&>(), std::declval<const T*>(), std::declval<const T*>(),
-                         std::declval<const T*>(), std::declval<T*>(), std::declval<T*>(), std::declval<T*>(), 0));
-template <class Ctx>
-inline constexpr bool is_host_context = std::is_same_v<typename Ctx::backend, Host>;
+// The optional members of a bound layer, with their defaults.
+template <class B>
+using state_probe = decltype(B::kState);
+template <class B>
+using scratch_probe = decltype(B::kScratch);
+template <class B>
+using scratch_per_row_probe = decltype(B::kScratchPerRow);
+template <class B>
+using init_state_probe = decltype(B::init_state(static_cast<float*>(nullptr)));
 
-// Calls a bound layer's forward / backward with the context when it takes
-// one, and without it (host only) when it was written before contexts.
-template <class B, class Ctx, class T>
-void layer_forward(Ctx& ctx, const T* params, const T* x, T* y, int rows) {
-  if constexpr (is_detected<forward_with_context, B, Ctx, T>) {
-    B::forward(ctx, params, x, y, rows);
-  } else {
-    static_assert(is_host_context<Ctx>,
-                  "This layer's forward takes no context, so it runs on the host backend only: give it "
-                  "template <class Ctx, class T> static void forward(Ctx& ctx, const T* params, const T* x, T* y, "
-                  "int rows) and compute through ctx.");
-    B::forward(params, x, y, rows);
-  }
+template <class B>
+constexpr std::size_t state_size() {
+  if constexpr (is_detected<state_probe, B>)
+    return B::kState;
+  else
+    return 0;
 }
-template <class B, class Ctx, class T>
-void layer_backward(Ctx& ctx, const T* params, const T* x, const T* y, T* dy, T* dx, T* dparams, int rows) {
-  if constexpr (is_detected<backward_with_context, B, Ctx, T>) {
-    B::backward(ctx, params, x, y, dy, dx, dparams, rows);
-  } else {
-    static_assert(is_host_context<Ctx>,
-                  "This layer's backward takes no context, so it runs on the host backend only: give it "
-                  "template <class Ctx, class T> static void backward(Ctx& ctx, ...) and compute through ctx.");
-    B::backward(params, x, y, dy, dx, dparams, rows);
-  }
+template <class B>
+constexpr std::size_t scratch_size(std::size_t rows) {
+  std::size_t n = 0;
+  if constexpr (is_detected<scratch_probe, B>) n += B::kScratch;
+  if constexpr (is_detected<scratch_per_row_probe, B>) n += B::kScratchPerRow * rows;
+  return n;
+}
+template <class B>
+void init_state(float* state) {
+  if constexpr (is_detected<init_state_probe, B>) B::init_state(state);
 }
 }  // namespace detail
 
-template <class L, int In>
+template <class L, class In>
 using bind_layer_t = typename detail::bind_layer<L, In>::type;
 
 }  // namespace lockstep

@@ -47,16 +47,17 @@ struct SoftmaxBackwardRow {
 }  // namespace kernels
 
 struct Softmax {
-  template <int In>
-  struct Bind : detail::ParameterFree<In> {
-    template <class Ctx, class T>
-    static void forward(Ctx& ctx, const T*, const T* x, T* y, int rows) {
-      ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxRow<T>{x, y, In});
+  template <class In>
+  struct Bind : detail::ShapePreserving<In> {
+    static_assert(In::kRank == 1, "Softmax normalises a flat vector per sample: put Flatten before it.");
+    template <class Ctx, class P, class T>
+    static void forward(Ctx& ctx, const P&, Slots<T>, const T* x, T* y, int rows) {
+      ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxRow<T>{x, y, In::kSize});
     }
-    template <class Ctx, class T>
-    static void backward(Ctx& ctx, const T*, const T*, const T* y, T* dy, T* dx, T*, int rows) {
+    template <class Ctx, class P, class T>
+    static void backward(Ctx& ctx, const P&, Slots<T>, const T*, const T* y, T* dy, T* dx, T*, int rows) {
       if (!dx) return;
-      ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxBackwardRow<T>{y, dy, dx, In});
+      ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SoftmaxBackwardRow<T>{y, dy, dx, In::kSize});
     }
   };
 };

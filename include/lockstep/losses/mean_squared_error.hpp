@@ -3,7 +3,6 @@
 
 #include <cstddef>
 
-#include "lockstep/backend/host/context.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -44,11 +43,6 @@ struct MeanSquaredError {
   template <int Outputs, class Ctx, class T>
   static void forward_backward(Ctx& ctx, const T* y, const label_type* targets, int rows, T scale, T* loss, T* grad) {
     ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SquaredErrorRow<T>{y, targets, loss, grad, scale, Outputs});
-  }
-  // The same on the host, without a context.
-  template <int Outputs, class T>
-  static void forward_backward(const T* y, const label_type* targets, int rows, T scale, T* loss, T* grad) {
-    forward_backward<Outputs>(host::default_context(), y, targets, rows, scale, loss, grad);
   }
 };
 

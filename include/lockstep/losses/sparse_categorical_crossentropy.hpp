@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "lockstep/backend/host/context.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -58,11 +57,6 @@ struct SparseCategoricalCrossentropy {
   template <int Classes, class Ctx, class T>
   static void forward_backward(Ctx& ctx, const T* logits, const label_type* labels, int rows, T scale, T* loss, T* grad) {
     ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SparseCrossentropyRow<T>{logits, labels, loss, grad, scale, Classes});
-  }
-  // The same on the host, without a context.
-  template <int Classes, class T>
-  static void forward_backward(const T* logits, const label_type* labels, int rows, T scale, T* loss, T* grad) {
-    forward_backward<Classes>(host::default_context(), logits, labels, rows, scale, loss, grad);
   }
 };
 

@@ -30,21 +30,11 @@ struct AccuracyRow {
 }  // namespace kernels
 
 // Fraction of samples whose largest output is at the label (Keras'
-// "accuracy" for sparse labels). A metric gives its sum over rows on the host
-// (`sum`) and, for device backends, a per-row functor (`row`) whose values a
-// reduction adds up.
+// "accuracy" for sparse labels). A metric gives a per-row functor (`row`),
+// run by the backend's context, whose values the step adds up.
 struct Accuracy {
   using label_type = std::int32_t;
   static constexpr const char* kName = "accuracy";
-  template <int Classes>
-  static double sum(const float* outputs, const std::int32_t* labels, int rows) {
-    double correct = 0;
-    for (int r = 0; r < rows; ++r)
-      correct += kernels::AccuracyRow<float>::correct(outputs + static_cast<std::size_t>(r) * Classes, Classes, labels[r])
-                     ? 1.0
-                     : 0.0;
-    return correct;
-  }
   template <int Classes>
   static kernels::AccuracyRow<float> row(const float* outputs, const std::int32_t* labels, float* out) {
     return {outputs, labels, out, Classes};

@@ -1,7 +1,9 @@
-// Sequential<Input<N>, Layers...>: a model as a type. Shapes propagate at
-// compile time (each layer binds to the width before it), and all parameters
-// live in one flat buffer with compile-time offsets, so the all-reduce of the
-// whole model is one call on one span.
+// Sequential<Input<Dims...>, Layers...>: a model as a type. Shapes propagate
+// at compile time (each layer binds to the shape before it), all trainable
+// parameters live in one flat buffer with compile-time offsets (so the
+// all-reduce of the whole model is one call on one span), and the layers'
+// non-trainable state (moving statistics) in a second flat buffer that no
+// optimizer sees.
 #pragma once
 
 #include <array>
@@ -14,9 +16,11 @@
 
 #include "lockstep/backend/host/context.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/shape.hpp"
+#include "lockstep/layers/activation_layer.hpp"
 #include "lockstep/layers/input.hpp"
 #include "lockstep/layers/layer.hpp"
-#include "lockstep/layers/activation_layer.hpp"
+#include "lockstep/layers/pass.hpp"
 #include "lockstep/layers/softmax.hpp"
 
 namespace lockstep {
@@ -24,18 +28,20 @@ namespace lockstep {
 namespace detail {
 template <class T>
 struct is_input : std::false_type {};
-template <int N>
-struct is_input<Input<N>> : std::true_type {};
+template <int... N>
+struct is_input<Input<N...>> : std::true_type {};
 
-template <int In, class... Layers>
+template <class In, class... Layers>
 struct bind_chain {
   using type = std::tuple<>;
 };
-template <int In, class L, class... Rest>
+template <class In, class L, class... Rest>
 struct bind_chain<In, L, Rest...> {
   using bound = bind_layer_t<L, In>;
+  static_assert(detail::is_shape<typename bound::out_shape>::value && bound::out_shape::kSize == bound::kOut,
+                "A layer's Bind must say its out_shape, a Shape<...> of kOut values.");
   using type = decltype(std::tuple_cat(std::declval<std::tuple<bound>>(),
-                                       std::declval<typename bind_chain<bound::kOut, Rest...>::type>()));
+                                       std::declval<typename bind_chain<typename bound::out_shape, Rest...>::type>()));
 };
 
 // GEMM FLOPs per sample that training performs in one bound layer with
@@ -60,11 +66,12 @@ struct NoGradientHook {
 template <class First, class... Layers>
 class Sequential {
   static_assert(detail::is_input<First>::value,
-                "A Sequential model starts with Input<N>: write Sequential<Input<784>, Dense<256, Relu>, Dense<10>>.");
+                "A Sequential model starts with Input<N> (or Input<H, W, C>): write Sequential<Input<784>, Dense<256, Relu>, Dense<10>>.");
   static_assert(sizeof...(Layers) > 0, "A Sequential model needs at least one layer after Input<N>.");
 
  public:
-  using bound_layers = typename detail::bind_chain<First::kUnits, Layers...>::type;
+  using input_shape = typename First::shape;
+  using bound_layers = typename detail::bind_chain<input_shape, Layers...>::type;
   static constexpr std::size_t kLayers = sizeof...(Layers);
   template <std::size_t I>
   using layer = std::tuple_element_t<I, bound_layers>;
@@ -74,6 +81,13 @@ class Sequential {
   static constexpr std::array<std::size_t, kLayers + 1> offsets(std::index_sequence<I...>) {
     std::array<std::size_t, kLayers + 1> out{};
     const std::size_t sizes[] = {layer<I>::kParams...};
+    for (std::size_t i = 0; i < kLayers; ++i) out[i + 1] = out[i] + sizes[i];
+    return out;
+  }
+  template <std::size_t... I>
+  static constexpr std::array<std::size_t, kLayers + 1> state_offsets(std::index_sequence<I...>) {
+    std::array<std::size_t, kLayers + 1> out{};
+    const std::size_t sizes[] = {detail::state_size<layer<I>>()...};
     for (std::size_t i = 0; i < kLayers; ++i) out[i + 1] = out[i] + sizes[i];
     return out;
   }
@@ -93,6 +107,9 @@ class Sequential {
   // kWidths[0] is the input width, kWidths[i + 1] layer i's output width.
   static constexpr std::array<int, kLayers + 1> kWidths = widths(indices{});
   static constexpr std::size_t kParams = kOffsets[kLayers];
+  // kStateOffsets[i] is where layer i's non-trainable state starts; kState is the total.
+  static constexpr std::array<std::size_t, kLayers + 1> kStateOffsets = state_offsets(indices{});
+  static constexpr std::size_t kState = kStateOffsets[kLayers];
   static constexpr int kInputs = First::kUnits;
   static constexpr int kOutputs = kWidths[kLayers];
   static constexpr double kTrainFlopsPerSample = flops(indices{});
@@ -102,6 +119,8 @@ class Sequential {
     std::uint64_t h = 14695981039346656037ull;
     for (int w : kWidths) h = (h ^ static_cast<std::uint64_t>(w)) * 1099511628211ull;
     for (std::size_t o : kOffsets) h = (h ^ static_cast<std::uint64_t>(o)) * 1099511628211ull;
+    for (std::size_t o : kStateOffsets) h = (h ^ static_cast<std::uint64_t>(o)) * 1099511628211ull;
+    for (int d : input_shape::kDims) h = (h ^ static_cast<std::uint64_t>(d)) * 1099511628211ull;
     return h;
   }();
   static constexpr int kMaxWidth = [] {
@@ -114,16 +133,21 @@ class Sequential {
   // same parameter layout, so it can be built from this model's parameters.
   using with_softmax = Sequential<First, Layers..., Softmax>;
 
-  // Parameters initialised as Keras does, from `seed` only.
-  explicit Sequential(std::uint64_t seed = 0) : params_(kParams) { initialize(params_.data(), seed); }
-  explicit Sequential(std::vector<float> parameters) : params_(std::move(parameters)) {
+  // Parameters initialised as Keras does, from `seed` only; state at its initial values.
+  explicit Sequential(std::uint64_t seed = 0) : params_(kParams), state_(kState) {
+    initialize(params_.data(), seed);
+    initialize_state(state_.data());
+  }
+  explicit Sequential(std::vector<float> parameters) : params_(std::move(parameters)), state_(kState) {
     require(params_.size() == kParams, "Sequential: ", params_.size(), " parameters given, the model has ", kParams);
+    initialize_state(state_.data());
   }
   // A copy is a new model: it gets its own identity (and so, in a Trainer,
   // its own optimizer state).
-  Sequential(const Sequential& other) : params_(other.params_) {}
+  Sequential(const Sequential& other) : params_(other.params_), state_(other.state_) {}
   Sequential& operator=(const Sequential& other) {
     params_ = other.params_;
+    state_ = other.state_;
     id_ = next_id();
     return *this;
   }
@@ -132,25 +156,35 @@ class Sequential {
   // optimizer state per identity (an address could be reused).
   std::uint64_t identity() const { return id_; }
 
+  // The trainable parameters (kParams) and the non-trainable state (kState).
   std::vector<float>& parameters() { return params_; }
   const std::vector<float>& parameters() const { return params_; }
+  std::vector<float>& state() { return state_; }
+  const std::vector<float>& state() const { return state_; }
 
   static void initialize(float* params, std::uint64_t seed) {
     for_each_layer([&](auto i) { layer<i>::init(params + kOffsets[i], seed, i); });
   }
+  static void initialize_state(float* state) {
+    for_each_layer([&](auto i) { detail::init_state<layer<i>>(state + kStateOffsets[i]); });
+  }
 
-  // Activations of one replica for up to `capacity` rows, allocated once.
-  // T is float for training; the gradient tests use double.
+  // Activations and layer scratch of one replica for up to `capacity` rows,
+  // allocated once in the memory of Ctx's backend. T is float for training;
+  // the gradient tests use double.
   template <class T, class Ctx = host::Context>
   class BasicWorkspace {
    public:
     using scalar = T;
     using context = Ctx;
     explicit BasicWorkspace(int capacity = 0) : capacity_(capacity) {
-      for (std::size_t i = 0; i < kLayers; ++i)
-        acts_[i].resize(static_cast<std::size_t>(capacity) * kWidths[i + 1]);
-      grads_[0].resize(static_cast<std::size_t>(capacity) * kMaxWidth);
-      grads_[1].resize(static_cast<std::size_t>(capacity) * kMaxWidth);
+      const std::size_t rows = static_cast<std::size_t>(capacity);
+      for (std::size_t i = 0; i < kLayers; ++i) acts_[i].resize(rows * kWidths[i + 1]);
+      grads_[0].resize(rows * kMaxWidth);
+      grads_[1].resize(rows * kMaxWidth);
+      const std::array<std::size_t, kLayers + 1> at = scratch_offsets(rows, indices{});
+      scratch_at_ = at;
+      scratch_.resize(at[kLayers]);
     }
     int capacity() const { return capacity_; }
     T* activation(std::size_t i) { return acts_[i].data(); }
@@ -158,56 +192,63 @@ class Sequential {
     // Where the loss writes dLoss/doutput (rows, kOutputs) before backward.
     T* output_grad() { return grads_[0].data(); }
     T* grad(int which) { return grads_[which].data(); }
+    T* scratch(std::size_t layer) { return scratch_.data() + scratch_at_[layer]; }
 
    private:
+    template <std::size_t... I>
+    static std::array<std::size_t, kLayers + 1> scratch_offsets(std::size_t rows, std::index_sequence<I...>) {
+      std::array<std::size_t, kLayers + 1> out{};
+      const std::size_t sizes[] = {detail::scratch_size<layer<I>>(rows)...};
+      for (std::size_t i = 0; i < kLayers; ++i) out[i + 1] = out[i] + sizes[i];
+      return out;
+    }
     int capacity_;
     std::array<typename Ctx::template buffer<T>, kLayers> acts_;
     std::array<typename Ctx::template buffer<T>, 2> grads_;
+    typename Ctx::template buffer<T> scratch_;
+    std::array<std::size_t, kLayers + 1> scratch_at_{};
   };
   using Workspace = BasicWorkspace<float>;
 
-  // Runs the layers on x (rows, kInputs) through ctx, the backend's context;
-  // returns the outputs (rows, kOutputs) in ws. All pointers are memory of
-  // ctx's backend.
-  template <class Ctx, class T>
-  static const T* forward(Ctx& ctx, const T* params, const T* x, int rows, BasicWorkspace<T, Ctx>& ws) {
+  // Runs the layers on x (rows, kInputs) through ctx, the backend's context,
+  // in pass's mode; returns the outputs (rows, kOutputs) in ws. params
+  // (kParams), state (kState) and x are memory of ctx's backend; a training
+  // pass may update the state (moving statistics).
+  template <class Ctx, class P, class T>
+  static const T* forward(Ctx& ctx, const P& pass, const T* params, T* state, const T* x, int rows,
+                          BasicWorkspace<T, Ctx>& ws) {
     check_rows(rows, ws.capacity());
     for_each_layer([&](auto i) {
       const T* in = i == 0 ? x : ws.activation(i - 1);
-      detail::layer_forward<layer<i>>(ctx, params + kOffsets[i], in, ws.activation(i), rows);
+      layer<i>::forward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), rows);
     });
     return ws.output();
   }
-  // The same on the host, on the calling thread.
-  template <class T>
-  static const T* forward(const T* params, const T* x, int rows, BasicWorkspace<T>& ws) {
-    return forward(host::default_context(), params, x, rows, ws);
-  }
 
-  // Backward from ws.output_grad() after forward on the same x. Writes all of
-  // `grads` (kParams) and calls on_ready(offset, count) as each layer's
-  // gradient is complete, last layer first, so a collective can start on it.
-  template <class Ctx, class T, class OnReady = detail::NoGradientHook>
-  static void backward(Ctx& ctx, const T* params, const T* x, int rows, BasicWorkspace<T, Ctx>& ws, T* grads,
-                       OnReady&& on_ready = {}) {
+  // Backward from ws.output_grad() after a forward on the same x with the
+  // same pass. Writes all of `grads` (kParams) and calls on_ready(offset,
+  // count) as each layer's gradient is complete, last layer first, so a
+  // collective can start on it.
+  template <class Ctx, class P, class T, class OnReady = detail::NoGradientHook>
+  static void backward(Ctx& ctx, const P& pass, const T* params, T* state, const T* x, int rows,
+                       BasicWorkspace<T, Ctx>& ws, T* grads, OnReady&& on_ready = {}) {
     check_rows(rows, ws.capacity());
     int cur = 0;
     for_each_layer_reversed([&](auto i) {
       const T* in = i == 0 ? x : ws.activation(i - 1);
       T* dx = i == 0 ? nullptr : ws.grad(1 - cur);
-      detail::layer_backward<layer<i>>(ctx, params + kOffsets[i], in, ws.activation(i), ws.grad(cur), dx,
-                                       grads + kOffsets[i], rows);
+      layer<i>::backward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), ws.grad(cur), dx,
+                         grads + kOffsets[i], rows);
       on_ready(kOffsets[i], layer<i>::kParams);
       cur = 1 - cur;
     });
   }
-  template <class T, class OnReady = detail::NoGradientHook>
-  static void backward(const T* params, const T* x, int rows, BasicWorkspace<T>& ws, T* grads,
-                       OnReady&& on_ready = {}) {
-    backward(host::default_context(), params, x, rows, ws, grads, std::forward<OnReady>(on_ready));
-  }
 
  private:
+  template <std::size_t I, class T, class Ctx>
+  static Slots<T> slots(const T* params, T* state, BasicWorkspace<T, Ctx>& ws) {
+    return {params + kOffsets[I], state ? state + kStateOffsets[I] : nullptr, ws.scratch(I)};
+  }
   static void check_rows(int rows, int capacity) {
     require(rows >= 0 && rows <= capacity, "Sequential: ", rows, " rows, the workspace holds ", capacity);
   }
@@ -234,6 +275,7 @@ class Sequential {
   }
 
   std::vector<float> params_;
+  std::vector<float> state_;
   std::uint64_t id_ = next_id();
 };
 

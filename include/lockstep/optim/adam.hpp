@@ -2,21 +2,24 @@
 // and Keras' update, one fused pass over the flat buffer:
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 //   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)
+// One State for every backend (optim/optimizer.hpp has the contract).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
-#include "lockstep/backend/backends.hpp"
-#include "lockstep/backend/host/buffer.hpp"
-#include "lockstep/backend/host/launch.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep {
 
 namespace kernels {
+// What one Adam update reads besides the buffers, set by State::prepare each step.
+struct AdamScalars {
+  float alpha;  // the step size of this update, bias correction folded in
+  float beta_1, beta_2, epsilon;
+};
 // Grads: a `const float*`, or a view that reads the gradient as it goes
 // (host::SumOfTwo); g[i] is read once.
 template <class Grads>
@@ -25,14 +28,14 @@ struct BasicAdamStep {
   Grads g;
   float* m;
   float* v;
-  float alpha, beta_1, beta_2, epsilon;  // alpha: the step size of this update
+  AdamScalars s;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
     const float gi = g[i];
-    const float mi = beta_1 * m[i] + (1.0f - beta_1) * gi;
-    const float vi = beta_2 * v[i] + (1.0f - beta_2) * gi * gi;
+    const float mi = s.beta_1 * m[i] + (1.0f - s.beta_1) * gi;
+    const float vi = s.beta_2 * v[i] + (1.0f - s.beta_2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    p[i] -= alpha * mi / (std::sqrt(vi) + epsilon);
+    p[i] -= s.alpha * mi / (std::sqrt(vi) + s.epsilon);
   }
 };
 using AdamStep = BasicAdamStep<const float*>;
@@ -63,36 +66,42 @@ struct Adam {
                               (1.0 - std::pow(double(beta_1), td)));
   }
 
-  template <class Backend>
-  class State {
-    static_assert(dependent_false<Backend>, "Adam has no state for this backend here: for Cuda include <lockstep/cuda.hpp> and compile with nvcc.");
-  };
+  template <class Ctx>
+  class State;
 };
 
-template <>
-class Adam::State<Host> {
+template <class Ctx>
+class Adam::State {
  public:
-  State(const Adam&, std::size_t params) : m_(params), v_(params), size_(params) {}
-  template <class Ctx>
-  void step(Ctx&, const Adam& opt, float* params, const float* grads) {
-    step(opt, params, grads);
-  }
-  void step(const Adam& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
-  // One update of the entries [first, last) only: a replica's shard under a
-  // sharded update (HostAllReduce::Group::reduce_update). grads[i] is the
-  // gradient of parameter i: a `const float*`, or host::SumOfTwo.
-  template <class Grads>
-  void step(const Adam& opt, float* params, Grads grads, std::size_t first, std::size_t last) {
+  State(const Adam&, std::size_t params) : m_(params), v_(params), scalars_(1) {}
+  // Before each step, on the host: the next update's scalars from the
+  // optimizer's current hyper-parameters (a learning rate a callback changed
+  // takes effect here, also for a step replayed from a CUDA graph).
+  void prepare(const Adam& opt) {
     ++iterations_;
-    host::for_each_index(last - first, kernels::BasicAdamStep<Grads>{params + first, grads + first, m_.data() + first,
-                                                         v_.data() + first, opt.alpha(iterations_), opt.beta_1,
-                                                         opt.beta_2, opt.epsilon});
+    scalars_[0] = kernels::AdamScalars{opt.alpha(iterations_), opt.beta_1, opt.beta_2, opt.epsilon};
+  }
+  // The update of the entries [first, last): the whole buffer, or a replica's
+  // shard under a sharded update. grads[i] is the gradient of parameter i.
+  template <class Grads>
+  void step(Ctx& ctx, float* params, Grads grads, std::size_t first, std::size_t last) {
+    ctx.for_each_index_reading(
+        last - first,
+        kernels::BasicAdamStep<Grads>{params + first, grads + first, m_.data() + first, v_.data() + first, {}},
+        scalars_.data());
   }
   std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t t) { iterations_ = t; }
+  // The slots, for snapshots: f(name, data, size) in the backend's memory.
+  template <class F>
+  void for_each_slot(F&& f) {
+    f("m", m_.data(), m_.size());
+    f("v", v_.data(), v_.size());
+  }
 
  private:
-  host::AlignedBuffer<float> m_, v_;
-  std::size_t size_;
+  typename Ctx::template buffer<float> m_, v_;
+  typename Ctx::template host_visible_buffer<kernels::AdamScalars> scalars_;
   std::int64_t iterations_ = 0;
 };
 

@@ -1,17 +1,48 @@
-// What an optimizer is. A policy value holds the hyper-parameters; its nested
-// `template <class Backend> class State` holds the per-run slots, made when
-// training starts for the flat parameter buffer, and applies one fused update:
-//   State(const Opt&, std::size_t params);  state.step(opt, params, grads);
+// What an optimizer is. A policy value holds the hyper-parameters (Keras'
+// names; a callback may change them between steps). Its nested
+// `template <class Ctx> class State` is the per-run state for one backend's
+// context (host::Context, gpu::Context), written once for all of them:
+//   State(const Opt&, std::size_t params)      slots in the backend's memory
+//   prepare(const Opt&)                        on the host, before each step:
+//       (optional)                             the step's scalars (learning
+//                                              rate, step count, betas) into
+//                                              memory the kernels read when
+//                                              they run, so a step replayed
+//                                              from a CUDA graph uses them
+//   step(ctx, params, grads, first, last)      the update of [first, last),
+//                                              enqueued on ctx; grads a
+//                                              `const float*` or, where the
+//                                              state takes it, host::SumOfTwo
+//   iterations(), set_iterations(t), for_each_slot(f(name, data, size))
+//       (optional)                             for snapshots and restore
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/backend/host/context.hpp"
 #include "lockstep/core/traits.hpp"
 
 namespace lockstep::detail {
 template <class O>
-using optimizer_state_probe = typename O::template State<Host>;
+using optimizer_state_probe = typename O::template State<host::Context>;
 template <class O>
 inline constexpr bool is_optimizer = is_detected<optimizer_state_probe, O>;
+
+template <class S, class O>
+using prepare_probe = decltype(std::declval<S&>().prepare(std::declval<const O&>()));
+struct SlotProbe {
+  void operator()(const char*, float*, std::size_t) const {}
+};
+template <class S>
+using slots_probe = decltype(std::declval<S&>().for_each_slot(SlotProbe{}),
+                             std::declval<S&>().set_iterations(std::int64_t{}), std::declval<const S&>().iterations());
+
+// Calls state.prepare(opt) where the state has it.
+template <class S, class O>
+void prepare_step(S& state, const O& opt) {
+  if constexpr (is_detected<prepare_probe, S, O>) state.prepare(opt);
+}
 }  // namespace lockstep::detail

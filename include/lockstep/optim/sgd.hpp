@@ -1,45 +1,44 @@
 // Sgd with optional momentum and Nesterov momentum, in Keras' formulation:
 //   v = momentum * v - lr * g;  p += v            (plain momentum)
 //   p += momentum * v - lr * g                    (nesterov, after updating v)
+// and p -= lr * g without momentum. One State for every backend.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "lockstep/backend/backends.hpp"
-#include "lockstep/backend/host/buffer.hpp"
-#include "lockstep/backend/host/launch.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep {
 
 namespace kernels {
+struct SgdScalars {
+  float learning_rate, momentum;
+  bool nesterov;
+};
+// One kernel for both forms, so that a graph captured without momentum still
+// applies momentum switched on later: the branch is uniform across the launch.
 // Grads: a `const float*`, or a view that reads the gradient as it goes
 // (host::SumOfTwo); g[i] is read once.
 template <class Grads>
 struct BasicSgdStep {
   float* p;
   Grads g;
-  float lr;
-  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { p[i] -= lr * g[i]; }
-};
-template <class Grads>
-struct BasicSgdMomentumStep {
-  float* p;
-  Grads g;
   float* v;
-  float lr, momentum;
-  bool nesterov;
+  SgdScalars s;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
     const float gi = g[i];
-    const float vi = momentum * v[i] - lr * gi;
+    if (s.momentum == 0.0f) {
+      p[i] -= s.learning_rate * gi;
+      return;
+    }
+    const float vi = s.momentum * v[i] - s.learning_rate * gi;
     v[i] = vi;
-    p[i] += nesterov ? momentum * vi - lr * gi : vi;
+    p[i] += s.nesterov ? s.momentum * vi - s.learning_rate * gi : vi;
   }
 };
 using SgdStep = BasicSgdStep<const float*>;
-using SgdMomentumStep = BasicSgdMomentumStep<const float*>;
 }  // namespace kernels
 
 struct Sgd {
@@ -53,40 +52,36 @@ struct Sgd {
     require(momentum >= 0 && momentum < 1, "Sgd: momentum ", momentum, ", expected in [0, 1)");
   }
 
-  template <class Backend>
-  class State {
-    static_assert(dependent_false<Backend>, "Sgd has no state for this backend here: for Cuda include <lockstep/cuda.hpp> and compile with nvcc.");
-  };
+  template <class Ctx>
+  class State;
 };
 
-template <>
-class Sgd::State<Host> {
+template <class Ctx>
+class Sgd::State {
  public:
-  State(const Sgd& opt, std::size_t params) : velocity_(opt.momentum > 0 ? params : 0), size_(params) {}
-  template <class Ctx>
-  void step(Ctx&, const Sgd& opt, float* params, const float* grads) {
-    step(opt, params, grads);
-  }
-  void step(const Sgd& opt, float* params, const float* grads) { step(opt, params, grads, 0, size_); }
-  // One update of the entries [first, last) only (a replica's shard); grads
-  // as in Adam's ranged step.
-  template <class Grads>
-  void step(const Sgd& opt, float* params, Grads grads, std::size_t first, std::size_t last) {
-    if (opt.momentum > 0) {
-      if (velocity_.size() != size_) velocity_.resize(size_);  // momentum switched on between fits
-      host::for_each_index(last - first, kernels::BasicSgdMomentumStep<Grads>{params + first, grads + first,
-                                                                  velocity_.data() + first, opt.learning_rate,
-                                                                  opt.momentum, opt.nesterov});
-    } else {
-      host::for_each_index(last - first, kernels::BasicSgdStep<Grads>{params + first, grads + first, opt.learning_rate});
-    }
+  // The velocity is allocated even without momentum: momentum may be switched
+  // on inside a fit, when no allocation may happen (a step being captured).
+  State(const Sgd&, std::size_t params) : velocity_(params), scalars_(1) {}
+  void prepare(const Sgd& opt) {
     ++iterations_;
+    scalars_[0] = kernels::SgdScalars{opt.learning_rate, opt.momentum, opt.nesterov};
+  }
+  template <class Grads>
+  void step(Ctx& ctx, float* params, Grads grads, std::size_t first, std::size_t last) {
+    ctx.for_each_index_reading(
+        last - first, kernels::BasicSgdStep<Grads>{params + first, grads + first, velocity_.data() + first, {}},
+        scalars_.data());
   }
   std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t t) { iterations_ = t; }
+  template <class F>
+  void for_each_slot(F&& f) {
+    f("velocity", velocity_.data(), velocity_.size());
+  }
 
  private:
-  host::AlignedBuffer<float> velocity_;
-  std::size_t size_;
+  typename Ctx::template buffer<float> velocity_;
+  typename Ctx::template host_visible_buffer<kernels::SgdScalars> scalars_;
   std::int64_t iterations_ = 0;
 };
 

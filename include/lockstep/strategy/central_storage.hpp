@@ -14,10 +14,11 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/collective/host_all_reduce.hpp"
 #include "lockstep/collective/reduction_to_one_device.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/strategy/step_rule.hpp"
 
 namespace lockstep {
 
@@ -30,7 +31,6 @@ class BasicCentralStoragePolicy<Host> {
   using collective = HostAllReduce;
   using backend = Host;
   static constexpr const char* kName = "CentralStoragePolicy";
-  static constexpr bool kCentralVariables = true;
 
   BasicCentralStoragePolicy() : BasicCentralStoragePolicy(Host::hardware_threads()) {}
   explicit BasicCentralStoragePolicy(int replicas) : replicas_(replicas) {
@@ -48,7 +48,6 @@ class BasicCentralStoragePolicy<Cuda> {
   using collective = ReductionToOneDevice<Cuda>;
   using backend = Cuda;
   static constexpr const char* kName = "CudaCentralStoragePolicy";
-  static constexpr bool kCentralVariables = true;
 
   // Every visible GPU; the first holds the variables.
   BasicCentralStoragePolicy() = default;
@@ -74,13 +73,40 @@ class BasicCentralStoragePolicy<Cuda> {
 using CentralStoragePolicy = BasicCentralStoragePolicy<Host>;
 using CudaCentralStoragePolicy = BasicCentralStoragePolicy<Cuda>;
 
-namespace detail {
-template <class S, class = void>
-struct central_variables : std::false_type {};
-template <class S>
-struct central_variables<S, std::enable_if_t<S::kCentralVariables>> : std::true_type {};
-template <class S>
-inline constexpr bool central_variables_v = central_variables<S>::value;
-}  // namespace detail
+// Its step: the gradients are reduced onto replica 0, which alone holds
+// optimizer state and updates the variables; then the other replicas' copies
+// are refreshed from it (where they share replica 0's memory, as host threads
+// do, they compute with its variables directly and nothing is copied).
+template <class Backend>
+struct StepRule<BasicCentralStoragePolicy<Backend>> {
+  static constexpr Variables kVariables = Variables::kCentral;
+  static constexpr bool holds_optimizer_state(int replica) { return replica == 0; }
+
+  template <class Step>
+  static void on_gradient_ready(Step&, std::size_t, std::size_t) {}
+
+  template <class Step>
+  static void combine_and_update(Step& step) {
+    using Group = typename Step::group_type;
+    using Queue = decltype(step.queue());
+    static_assert(detail::is_detected<detail::group_reduce_to_root, Group, Queue>,
+                  "CentralStoragePolicy's collective needs reduce_to_root(int replica, float* data, std::size_t count, "
+                  "Queue queue): the sum onto replica 0 only.");
+    step.group().reduce_to_root(step.replica(), step.grads(), step.count(), step.queue());
+    if (step.replica() == 0) step.update(0, step.params_count(), static_cast<const float*>(step.grads()));
+    if constexpr (!Step::kSharedMemory) {
+      static_assert(detail::is_detected<detail::group_copy_from_root, Group, Queue>,
+                    "CentralStoragePolicy's collective needs copy_from_root(int replica, float* data, std::size_t "
+                    "count, Queue queue): replica 0's variables sent to the others.");
+      step.group().copy_from_root(step.replica(), step.variables(), step.params_count(), step.queue());
+    }
+  }
+
+  template <class Group>
+  static std::pair<std::size_t, std::size_t> optimizer_range(const Group&, int replica, std::size_t params,
+                                                             std::size_t) {
+    return {0, replica == 0 ? params : 0};
+  }
+};
 
 }  // namespace lockstep

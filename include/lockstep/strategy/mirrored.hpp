@@ -2,16 +2,22 @@
 // every variable, gradients combined by Collective every step, the same update
 // applied on every replica (tf.distribute.MirroredStrategy). The backend
 // follows from the collective: HostAllReduce replicas are CPU threads,
-// NcclAllReduce replicas are GPUs.
+// NcclAllReduce replicas are GPUs. Its step (StepRule below): all-reduce and
+// update everywhere; with a collective in shared memory that fuses the
+// optimizer into the reduction (HostAllReduce), the sharded update instead,
+// which gives the same bits with one copy of the variables.
 #pragma once
 
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/strategy/all_reduce_update.hpp"
+#include "lockstep/strategy/sharded_update.hpp"
+#include "lockstep/strategy/step_rule.hpp"
 
 namespace lockstep {
 
@@ -50,5 +56,19 @@ class MirroredPolicy {
   std::vector<int> devices_;
   Heterogeneous heterogeneous_ = Heterogeneous::kError;
 };
+
+namespace detail {
+// Host collectives that offer reduce_update take the sharded step. Asked only
+// of host collectives: a CUDA collective's Group is incomplete in host code.
+template <class C>
+struct offers_reduce_update : std::integral_constant<bool, is_detected<group_reduce_update, typename C::Group>> {};
+template <class C>
+inline constexpr bool sharded_on_host =
+    std::conditional_t<std::is_same_v<typename C::backend, Host>, offers_reduce_update<C>, std::false_type>::value;
+}  // namespace detail
+
+template <class Collective>
+struct StepRule<MirroredPolicy<Collective>>
+    : std::conditional_t<detail::sharded_on_host<Collective>, ShardedUpdate, AllReduceUpdate> {};
 
 }  // namespace lockstep

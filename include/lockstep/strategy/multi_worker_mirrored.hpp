@@ -10,9 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/strategy/all_reduce_update.hpp"
+#include "lockstep/strategy/step_rule.hpp"
 
 namespace lockstep {
 
@@ -67,5 +69,9 @@ class MultiWorkerMirroredPolicy {
   int local_replicas_;
   std::vector<int> devices_;
 };
+
+// Its step is the mirrored one across every replica of every process.
+template <class Collective>
+struct StepRule<MultiWorkerMirroredPolicy<Collective>> : AllReduceUpdate {};
 
 }  // namespace lockstep

@@ -2,8 +2,10 @@
 // host it runs on the calling thread and its all-reduce is a no-op.
 #pragma once
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/collective/host_all_reduce.hpp"
+#include "lockstep/strategy/mirrored.hpp"
+#include "lockstep/strategy/step_rule.hpp"
 
 namespace lockstep {
 
@@ -13,5 +15,9 @@ struct OneDevicePolicy {
   static constexpr const char* kName = "OneDevicePolicy";
   int replicas() const { return 1; }
 };
+
+// One replica: MirroredPolicy<HostAllReduce>{1}'s step (its collective is a no-op).
+template <>
+struct StepRule<OneDevicePolicy> : StepRule<MirroredPolicy<HostAllReduce>> {};
 
 }  // namespace lockstep

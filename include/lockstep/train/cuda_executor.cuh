@@ -33,7 +33,7 @@
 #include <thrust/execution_policy.h>
 #include <thrust/reduce.h>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/cuda/buffer.cuh"
 #include "lockstep/backend/cuda/context.cuh"
 #include "lockstep/backend/cuda/device.cuh"

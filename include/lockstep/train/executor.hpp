@@ -1,17 +1,23 @@
 // The contract between the Trainer's loop and a backend. The Trainer (fit /
-// evaluate / predict, callbacks, logs, the progress bar) is written once; what
-// runs the replicas of one backend is an Executor<Backend, ...>, chosen at
-// compile time from the strategy's backend (no runtime dispatch):
+// evaluate / predict, callbacks, logs, the progress bar, the run state) is
+// written once; what runs the replicas of one backend is an
+// Executor<Backend, ...>, chosen at compile time from the strategy's backend
+// (no runtime dispatch). It supplies threads or devices, queues, buffers and
+// the collective's group, and runs the step skeleton (train/step.hpp) with
+// the strategy's StepRule:
 //   Executor(const Strategy&, const Optimizer&)
 //   int replicas(), global_replicas(), process_rank()
 //   group()                                    the collective's Group: the
 //                                              process-level broadcast, sums and checks
 //   begin_fit<Model>(model, optimizer, capacity, label_width)
-//   train_step<Model>(optimizer, data, batch, next_batch) -> const float*
-//       one synchronous step; returns the step's reduced loss and metric sums
-//   evaluate<Model>(params or nullptr for the trained ones, data, batch) -> sums
-//   end_fit<Model>(model)                      the trained parameters into model
-//   predict<Model>(params, features, samples, batch) -> outputs
+//   train_step<Model>(optimizer, data, batch, next_batch, key) -> const float*
+//       one synchronous step with random key `key`; returns the step's
+//       reduced loss and metric sums
+//   copy_out<Model>(model), end_fit<Model>(model)
+//                                              the live parameters and state into model
+//   snapshot<Model>() -> Snapshot, restore<Model>(model, snapshot, capacity, label_width)
+//   evaluate<Model>(params, state, or nullptr for the trained ones, data, batch) -> sums
+//   predict<Model>(params, state, features, samples, batch) -> outputs
 // The host's is in train/host_executor.hpp; the CUDA one in
 // train/cuda_executor.cuh, included by <lockstep/cuda.hpp>.
 #pragma once
@@ -19,10 +25,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 namespace lockstep {
+
+// Everything a run holds, gathered to host memory whatever the strategy:
+// the variables, the layers' non-trainable state, and the optimizer's slots
+// (Adam's m and v, Sgd's velocity; each whole, from the replicas that hold
+// its parts) with its step count. restore() puts it back on every replica.
+struct Snapshot {
+  struct Slot {
+    std::string name;
+    std::vector<float> values;
+  };
+  std::vector<float> params, state;
+  std::vector<Slot> slots;
+  std::int64_t iterations = 0;
+};
 
 // The sample indices of one global batch.
 struct StepBatch {
@@ -103,6 +124,12 @@ class ModelStates {
       state.label_width = label_width;
     }
     return state;
+  }
+
+  // Whether the state is `model`'s (made by a fit or a restore of it).
+  template <class Model>
+  bool holds(const Model& model) const {
+    return state_ && model_ == model.identity();
   }
 
   // The state last returned by get (of this Replica type).

@@ -1,9 +1,10 @@
 // Executor<Host, ...>: runs a Trainer's replicas as threads of this process
-// (replica 0 is the calling thread). Each replica owns its gradient buffer and
-// its workspace, allocated on its own thread; the collective's Group combines
-// the gradient buffers every step. Parameters are a mirror per replica, except
-// where the replicas can share one copy: under CentralStoragePolicy, and under
-// HostAllReduce's sharded update, all compute with replica 0's.
+// (replica 0 is the calling thread). It supplies what the step skeleton
+// (train/step.hpp) needs on the host: the threads, each replica's buffers
+// (allocated on its own thread), a host::Context, and the collective's group.
+// How a step combines gradients is the strategy's StepRule; where the rule's
+// variables are shared (the sharded update, central storage) every replica
+// computes with replica 0's copy, since threads share memory.
 #pragma once
 
 #include <algorithm>
@@ -18,19 +19,19 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
 #include "lockstep/backend/host/buffer.hpp"
 #include "lockstep/backend/host/context.hpp"
 #include "lockstep/backend/host/gemm.hpp"
 #include "lockstep/backend/host/replica_pool.hpp"
-#include "lockstep/backend/host/sum_of_two.hpp"
+#include "lockstep/collective/collective.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/core/error.hpp"
-#include "lockstep/core/traits.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
-#include "lockstep/metrics/accuracy.hpp"
-#include "lockstep/strategy/central_storage.hpp"
+#include "lockstep/layers/pass.hpp"
+#include "lockstep/strategy/step_rule.hpp"
 #include "lockstep/train/executor.hpp"
+#include "lockstep/train/step.hpp"
 
 namespace lockstep::detail {
 
@@ -45,37 +46,31 @@ inline std::string describe(const std::exception_ptr& error) {
   }
 }
 
-// State<Host>::step(opt, params, grads, first, last): one update of a range,
-// with grads a `const float*` or, where the state takes it, host::SumOfTwo.
-template <class O, class Grads>
-using ranged_step = decltype(std::declval<typename O::template State<Host>&>().step(
-    std::declval<const O&>(), std::declval<float*>(), std::declval<Grads>(), std::size_t{}, std::size_t{}));
-
 template <class Strategy, class Optimizer, class Loss, class... Metric>
 class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
  public:
   using collective = typename Strategy::collective;
   using group_type = typename group_of<Strategy>::type;
+  using context_type = host::Context;
+  using rule = StepRule<Strategy>;
+  using state_type = typename Optimizer::template State<context_type>;
+  using skeleton = StepSkeleton<Loss, Metrics<Metric...>>;
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
+  static_assert(check_group<group_type, host::Queue>());
   static constexpr std::size_t kMetrics = sizeof...(Metric);
   // Each step's loss sum and metric sums ride at the end of the gradient
   // buffer, so one collective call combines them across replicas and processes.
-  static constexpr std::size_t kStats = 1 + kMetrics;
-  static constexpr bool kCentral = central_variables_v<Strategy>;
-  // Collectives in shared memory fuse the optimizer into the all-reduce: the
-  // replicas share one parameter buffer and each updates the chunk it reduced.
-  // (An optimizer state without a ranged step falls back to the full update.)
-  static constexpr bool kShardedUpdate =
-      !kCentral && std::is_same_v<group_type, HostAllReduce::Group> && is_detected<ranged_step, Optimizer, const float*>;
-  // The sharded update reads both replicas' gradients and sums as it goes.
-  static constexpr bool kSumAsItReads = kShardedUpdate && is_detected<ranged_step, Optimizer, host::SumOfTwo>;
-  // Every replica computes with replica 0's parameters.
-  static constexpr bool kSharedVariables = kCentral || kShardedUpdate;
+  static constexpr std::size_t kStats = skeleton::kStats;
+  // Every replica computes with replica 0's variables: threads share memory.
+  static constexpr bool kSharedVariables = rule::kVariables != Variables::kMirrored;
+  // What the tests ask of the rule: the sharded update, and whether it sums as it reads.
+  static constexpr bool kShardedUpdate = std::is_same_v<rule, ShardedUpdate> || std::is_base_of_v<ShardedUpdate, rule>;
+  static constexpr bool kSumAsItReads = kShardedUpdate && ShardedUpdate::sums_as_it_reads<state_type, context_type>;
 
   Executor(const Strategy& strategy, const Optimizer& optimizer)
       : optimizer_(optimizer), pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
-    group_.emplace(strategy.replicas());
+    make_group();
     // Replicas are threads already: each GEMM gets the cores left per replica
     // (counting the replicas of other processes on this machine).
     host::set_blas_threads(
@@ -86,55 +81,92 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   int global_replicas() const { return pool_.size() * group_->process_count(); }
   int process_rank() const { return group_->process_rank(); }
   group_type& group() { return *group_; }
+  template <class Model>
+  bool holds(const Model& model) const {
+    return states_.holds(model);
+  }
 
   // Makes (or keeps, for the same model object) the replicas' state and
-  // mirrors the model's parameters to every replica that owns variables.
+  // mirrors the model's parameters and state to the replicas.
   template <class Model>
   void begin_fit(Model& model, const Optimizer& optimizer, std::size_t capacity, std::size_t label_width) {
     optimizer_ = optimizer;
     RunState<Model>& run = run_state(model, capacity, label_width);
-    pool_.run([&](int r) {
-      if (run.replicas[r]->params.size())
-        std::copy(model.parameters().begin(), model.parameters().end(), run.replicas[r]->params.data());
-    });
-    job_ = [this, &run](int r) { replica_step(run, r, *step_data_, step_batch_); };
+    pool_.run([&](int r) { load(run, r, model.parameters().data(), model.state().data()); });
+    job_ = [this, &run](int r) { replica_step(run, r); };
   }
 
   // One synchronous step over the global batch; returns the reduced sums.
   // The host gathers each slice on the replica's own thread, so it has no use
   // for the next batch.
   template <class Model>
-  const float* train_step(const Optimizer& optimizer, const data_type& data, StepBatch batch, StepBatch) {
+  const float* train_step(const Optimizer& optimizer, const data_type& data, StepBatch batch, StepBatch,
+                          std::uint64_t key) {
     optimizer_ = optimizer;
     step_data_ = &data;
     step_batch_ = batch;
+    step_key_ = key;
     run_replicas(job_, abort_);
     return current<Model>().replicas[0]->grads.data() + Model::kParams;
   }
 
+  // The live parameters and state into `model` (replica 0's: all agree).
+  template <class Model>
+  void copy_out(Model& model) {
+    RunState<Model>& run = current<Model>();
+    const float* p = variables_of(run, 0);
+    std::copy(p, p + Model::kParams, model.parameters().begin());
+    const float* s = run.replicas[0]->state.data();
+    if (Model::kState) std::copy(s, s + Model::kState, model.state().begin());
+  }
   template <class Model>
   void end_fit(Model& model) {
-    const float* p = variables_of(current<Model>(), 0);
-    std::copy(p, p + Model::kParams, model.parameters().begin());
+    copy_out(model);
+  }
+
+  // Every variable and every piece of optimizer state, whatever the strategy.
+  template <class Model>
+  Snapshot snapshot() {
+    RunState<Model>& run = current<Model>();
+    Snapshot out;
+    out.params.resize(Model::kParams);
+    out.state.resize(Model::kState);
+    copy_out_to(run, out.params.data(), out.state.data());
+    gather_optimizer<Model>(run, out);
+    return out;
+  }
+  template <class Model>
+  void restore(Model& model, const Snapshot& from, std::size_t capacity, std::size_t label_width) {
+    check_snapshot<Model>(from);
+    RunState<Model>& run = run_state(model, capacity, label_width);
+    pool_.run([&](int r) {
+      load(run, r, from.params.data(), from.state.data());
+      scatter_optimizer<Model>(run, r, from);
+    });
   }
 
   // Loss and metric sums over `data` (summed across processes), computed with
-  // `params`, or with the trained variables of the current fit when null.
+  // `params` and `state`, or with the trained ones of the current fit when null.
   template <class Model>
-  std::vector<double> evaluate(const float* params, const data_type& data, std::size_t batch_size) {
+  std::vector<double> evaluate(const float* params, const float* state, const data_type& data,
+                               std::size_t batch_size) {
     require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
     const int n = replicas(), total = global_replicas(), base = process_rank() * n;
     const std::size_t capacity = Loader::slice_capacity(batch_size, total);
     std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
     const std::function<void(int)> job = [&](int r) {
+      host::Context ctx;
       typename Model::Workspace ws(static_cast<int>(capacity));
-      host::AlignedBuffer<float> row_loss(capacity);
+      host::AlignedBuffer<float> row_stats(capacity * kStats), own_state(Model::kState);
       const float* p = params ? params : variables_of(current<Model>(), r);
+      float* s = inference_state<Model>(own_state, params ? state : current<Model>().replicas[r]->state.data());
       double* mine = sums.data() + static_cast<std::size_t>(r) * kStats;
       Loader::for_each_slice(data.size(), batch_size, base + r, total, [&](std::size_t first, int rows) {
-        const float* out = Model::forward(p, data.features(first), rows, ws);
-        double stats[kStats] = {};
-        loss_and_metrics<Model>(out, data.labels(first), rows, 1.0f, row_loss.data(), nullptr, stats);
+        const float* out = Model::forward(ctx, Pass{}, p, s, data.features(first), rows, ws);
+        float stats[kStats] = {};
+        skeleton::template loss_and_metrics<Model::kOutputs>(ctx, out, data.labels(first), rows, 1.0f,
+                                                             row_stats.data(), capacity, static_cast<float*>(nullptr),
+                                                             stats);
         for (std::size_t i = 0; i < kStats; ++i) mine[i] += stats[i];
       });
     };
@@ -143,14 +175,18 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
 
   template <class Model>
-  std::vector<float> predict(const float* params, const float* features, std::size_t samples, std::size_t batch_size) {
+  std::vector<float> predict(const float* params, const float* state, const float* features, std::size_t samples,
+                             std::size_t batch_size) {
     std::vector<float> out(samples * Model::kOutputs);
     const int n = replicas();
     const std::size_t capacity = Loader::slice_capacity(batch_size, n);
     const std::function<void(int)> job = [&](int r) {
+      host::Context ctx;
       typename Model::Workspace ws(static_cast<int>(capacity));
+      host::AlignedBuffer<float> own_state(Model::kState);
+      float* s = inference_state<Model>(own_state, state);
       Loader::for_each_slice(samples, batch_size, r, n, [&](std::size_t first, int rows) {
-        const float* y = Model::forward(params, features + first * Model::kInputs, rows, ws);
+        const float* y = Model::forward(ctx, Pass{}, params, s, features + first * Model::kInputs, rows, ws);
         std::copy(y, y + static_cast<std::size_t>(rows) * Model::kOutputs,
                   out.begin() + static_cast<std::ptrdiff_t>(first * Model::kOutputs));
       });
@@ -162,12 +198,10 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
  private:
   template <class Model>
   struct Replica {
-    // Where the replicas share variables, replica 0 holds them; under
-    // CentralStoragePolicy it also holds the only optimizer state (it is the
-    // central device), while under the sharded update every replica keeps the
-    // state of the chunk it updates.
+    // Where the replicas share variables, replica 0 holds them; optimizer
+    // state is where the rule says (every replica, its shard, or replica 0).
     Replica(const Optimizer& opt, bool holds_variables, bool holds_optimizer_state)
-        : grads(Model::kParams + kStats) {
+        : grads(Model::kParams + kStats), state(Model::kState) {
       if (holds_variables) params.resize(Model::kParams);
       if (holds_optimizer_state) opt_state.emplace(opt, Model::kParams);
     }
@@ -176,17 +210,71 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       ws = typename Model::Workspace(static_cast<int>(capacity));
       x.resize(capacity * Model::kInputs);
       labels.assign(capacity * label_width, label_type{});
-      row_loss.resize(capacity);
+      row_stats.resize(capacity * kStats);
     }
     host::AlignedBuffer<float> params, grads;
-    std::optional<typename Optimizer::template State<Host>> opt_state;
+    host::AlignedBuffer<float> state;  // non-trainable: every replica its own, kept equal by the layers
+    std::optional<state_type> opt_state;
     typename Model::Workspace ws;
     host::AlignedBuffer<float> x;
     std::vector<label_type> labels;
-    host::AlignedBuffer<float> row_loss;
+    host::AlignedBuffer<float> row_stats;
   };
   template <class Model>
   using RunState = ModelStates::Of<Replica<Model>>;
+
+  // A pass's sum over replicas: this group's all-reduce of a small buffer.
+  struct ReplicaSum {
+    group_type* group;
+    int replica;
+    template <class T>
+    void operator()(T* data, std::size_t count) const {
+      static_assert(std::is_same_v<T, float>, "The sum over replicas of a training pass is in float.");
+      group->all_reduce(replica, data, count, host::Queue{});
+    }
+  };
+
+  // The view of one replica's step that the skeleton and the rule use.
+  template <class Model>
+  class ReplicaStep {
+   public:
+    using group_type = typename Executor::group_type;
+    using state_type = typename Executor::state_type;
+    using context_type = host::Context;
+    static constexpr bool kSharedMemory = true;
+    static constexpr bool kCanOverlap = false;
+
+    ReplicaStep(Executor& ex, RunState<Model>& run, int r, BasicPass<ReplicaSum> pass)
+        : ex_(ex), rep_(*run.replicas[static_cast<std::size_t>(r)]), r_(r), pass_(pass),
+          variables_(variables_of(run, r)) {}
+    group_type& group() { return *ex_.group_; }
+    int replica() const { return r_; }
+    host::Queue queue() const { return {}; }
+    host::Context& context() { return ctx_; }
+    const BasicPass<ReplicaSum>& pass() const { return pass_; }
+    float* grads() { return rep_.grads.data(); }
+    std::size_t count() const { return Model::kParams + kStats; }
+    std::size_t params_count() const { return Model::kParams; }
+    float* variables() { return variables_; }
+    float* state() { return rep_.state.data(); }
+    const float* x() const { return rep_.x.data(); }
+    const label_type* labels() const { return rep_.labels.data(); }
+    float* row_stats() { return rep_.row_stats.data(); }
+    typename Model::Workspace& workspace() { return rep_.ws; }
+    template <class Grads>
+    void update(std::size_t first, std::size_t last, Grads grads) {
+      rep_.opt_state->step(ctx_, variables_, grads, first, last);
+    }
+
+   private:
+    Executor& ex_;
+    Replica<Model>& rep_;
+    int r_;
+    BasicPass<ReplicaSum> pass_;
+    float* variables_;
+    host::Context ctx_;
+  };
+
   template <class Model>
   RunState<Model>& current() {
     return states_.current<Replica<Model>>();
@@ -196,8 +284,15 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     return states_.get<Replica<Model>>(
         model, replicas(), capacity, label_width, [&](auto&& f) { pool_.run(f); },
         [&](int r) {
-          return std::make_unique<Replica<Model>>(optimizer_, !kSharedVariables || r == 0, !kCentral || r == 0);
+          return std::make_unique<Replica<Model>>(optimizer_, !kSharedVariables || r == 0,
+                                                  rule::holds_optimizer_state(r));
         });
+  }
+
+  void make_group() {
+    std::vector<int> slots(static_cast<std::size_t>(pool_.size()));
+    for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int>(i);
+    group_.emplace(slots);
   }
 
   // Runs a step on every replica. After a failure the collective is made anew,
@@ -207,7 +302,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       pool_.run(job, on_failure);
     } catch (...) {
       group_->end_job_after_failure(detail::describe(std::current_exception()).c_str());
-      group_.emplace(replicas());
+      make_group();
       throw;
     }
   }
@@ -215,60 +310,84 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // The parameters replica r computes with: its own mirror, or the shared copy.
   template <class Model>
   static float* variables_of(RunState<Model>& run, int r) {
-    return run.replicas[kSharedVariables ? 0 : r]->params.data();
+    return run.replicas[kSharedVariables ? 0 : static_cast<std::size_t>(r)]->params.data();
   }
 
-  // Loss and metric sums of one replica's rows into stats[0..kStats), with
-  // the output gradient (scaled by `scale`) when `grad` is not null.
-  template <class Model, class Stat>
-  static void loss_and_metrics(const float* out, const label_type* labels, int rows, float scale, float* row_loss,
-                               float* grad, Stat* stats) {
-    Loss::template forward_backward<Model::kOutputs>(out, labels, rows, scale, row_loss, grad);
-    double s = 0;
-    for (int i = 0; i < rows; ++i) s += row_loss[i];
-    stats[0] = static_cast<Stat>(s);
-    [[maybe_unused]] std::size_t m = 1;
-    ((stats[m++] = static_cast<Stat>(Metric::template sum<Model::kOutputs>(out, labels, rows))), ...);
+  // Parameters (where replica r holds them) and state from host memory.
+  template <class Model>
+  static void load(RunState<Model>& run, int r, const float* params, const float* state) {
+    Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+    if (rep.params.size()) std::copy(params, params + Model::kParams, rep.params.data());
+    if (Model::kState) std::copy(state, state + Model::kState, rep.state.data());
+  }
+  template <class Model>
+  static void copy_out_to(RunState<Model>& run, float* params, float* state) {
+    const float* p = variables_of(run, 0);
+    std::copy(p, p + Model::kParams, params);
+    if (Model::kState) std::copy(run.replicas[0]->state.data(), run.replicas[0]->state.data() + Model::kState, state);
+  }
+
+  // Inference's state: the given one, copied so a pass may not change it.
+  template <class Model>
+  static float* inference_state(host::AlignedBuffer<float>& own, const float* state) {
+    if (Model::kState) std::copy(state, state + Model::kState, own.data());
+    return own.data();
+  }
+
+  template <class Model>
+  void gather_optimizer(RunState<Model>& run, Snapshot& out) {
+    if constexpr (is_detected<slots_probe, state_type>) {
+      for (int r = 0; r < replicas(); ++r) {
+        Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+        if (!rep.opt_state) continue;
+        const auto [first, last] = rule::optimizer_range(*group_, r, Model::kParams, Model::kParams + kStats);
+        std::size_t slot = 0;
+        rep.opt_state->for_each_slot([&, first = first, last = last](const char* name, float* data, std::size_t size) {
+          if (out.slots.size() <= slot) out.slots.push_back({name, std::vector<float>(size)});
+          for (std::size_t i = first; i < last && i < size; ++i) out.slots[slot].values[i] = data[i];
+          ++slot;
+        });
+        if (r == 0) out.iterations = rep.opt_state->iterations();
+      }
+    }
+  }
+  template <class Model>
+  void scatter_optimizer(RunState<Model>& run, int r, const Snapshot& from) {
+    if constexpr (is_detected<slots_probe, state_type>) {
+      Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+      if (!rep.opt_state) return;
+      std::size_t slot = 0;
+      rep.opt_state->for_each_slot([&](const char* name, float* data, std::size_t size) {
+        require(slot < from.slots.size() && from.slots[slot].values.size() == size, "restore: optimizer slot '",
+                name, "' of ", size, " values is missing from the snapshot or has another size");
+        std::copy(from.slots[slot].values.begin(), from.slots[slot].values.end(), data);
+        ++slot;
+      });
+      rep.opt_state->set_iterations(from.iterations);
+    }
+  }
+  template <class Model>
+  static void check_snapshot(const Snapshot& from) {
+    require(from.params.size() == Model::kParams && from.state.size() == Model::kState, "restore: the snapshot has ",
+            from.params.size(), " parameters and ", from.state.size(), " state values, the model has ",
+            Model::kParams, " and ", Model::kState);
   }
 
   // One synchronous step on local replica r, whose global index is
   // rank * replicas() + r: its slice of the global batch is fixed by that.
   template <class Model>
-  void replica_step(RunState<Model>& run, int r, const data_type& data, StepBatch batch) {
-    const std::uint32_t* indices = batch.indices;
-    const std::size_t count = batch.count;
-    Replica<Model>& rep = *run.replicas[r];
-    const auto [lo, hi] = Loader::replica_slice(count, process_rank() * replicas() + r, global_replicas());
-    const int rows = static_cast<int>(hi - lo);
-    float* params = variables_of(run, r);
-    gather(data, indices + lo, hi - lo, rep.x.data(), rep.labels.data());
-    const float* out = Model::forward(params, rep.x.data(), rows, rep.ws);
-    // Weighting by the global count makes the summed gradients the mean over
-    // the real samples of the batch, whatever the slices' sizes.
-    loss_and_metrics<Model>(out, rep.labels.data(), rows, 1.0f / static_cast<float>(count), rep.row_loss.data(),
-                            rep.ws.output_grad(), rep.grads.data() + Model::kParams);
-    Model::backward(params, rep.x.data(), rows, rep.ws, rep.grads.data());
-    if constexpr (kCentral) {
-      group_->reduce_to_root(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
-      if (r == 0) rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
-    } else {
-      if constexpr (kShardedUpdate) {
-        auto& state = *rep.opt_state;
-        const auto update = [&](std::size_t first, std::size_t last, auto summed) {
-          state.step(optimizer_, params, summed, first, last);
-        };
-        if constexpr (kSumAsItReads)
-          group_->reduce_update(r, rep.grads.data(), Model::kParams + kStats, Model::kParams, update);
-        else  // a state that takes only pointers: the collective sums into a buffer first
-          group_->reduce_update(r, rep.grads.data(), Model::kParams + kStats, Model::kParams,
-                                [&](std::size_t first, std::size_t last, const float* summed) {
-                                  update(first, last, summed);
-                                });
-      } else {
-        group_->all_reduce(r, rep.grads.data(), Model::kParams + kStats, ReduceOp::kSum);
-        rep.opt_state->step(optimizer_, rep.params.data(), rep.grads.data());
-      }
-    }
+  void replica_step(RunState<Model>& run, int r) {
+    Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+    const auto [lo, hi] = Loader::replica_slice(step_batch_.count, process_rank() * replicas() + r, global_replicas());
+    gather(*step_data_, step_batch_.indices + lo, hi - lo, rep.x.data(), rep.labels.data());
+    if (rep.opt_state) prepare_step(*rep.opt_state, optimizer_);
+    BasicPass<ReplicaSum> pass;
+    pass.mode = Mode::kTraining;
+    pass.first_row = lo;
+    pass.key = step_key_;
+    pass.sum = ReplicaSum{&*group_, r};
+    ReplicaStep<Model> step(*this, run, r, pass);
+    skeleton::template train<Model, rule>(step, static_cast<int>(hi - lo), step_batch_.count);
   }
 
   Optimizer optimizer_;
@@ -280,6 +399,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   const std::function<void()> abort_ = [this] { group_->abort(); };
   const data_type* step_data_ = nullptr;
   StepBatch step_batch_;
+  std::uint64_t step_key_ = 0;
 };
 
 }  // namespace lockstep::detail

@@ -14,8 +14,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
 #include "lockstep/losses/sparse_categorical_crossentropy.hpp"
@@ -25,6 +25,7 @@
 #include "lockstep/strategy/strategy.hpp"
 #include "lockstep/train/callbacks.hpp"
 #include "lockstep/train/executor.hpp"
+#include "lockstep/train/fit_view.hpp"
 #include "lockstep/train/host_executor.hpp"
 #include "lockstep/train/logs.hpp"
 #include "lockstep/train/progress_bar.hpp"
@@ -38,7 +39,7 @@ struct BasicFitOptions {
   std::size_t batch_size = 32;
   bool shuffle = true;
   bool drop_remainder = false;
-  std::uint64_t seed = 0;  // the shuffle's seed
+  std::uint64_t seed = 0;  // the shuffle's and Dropout's seed
   bool verbose = true;     // show a ProgressBar on stdout
   const BasicDataset<Label>* validation_data = nullptr;
 };
@@ -87,6 +88,24 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Optimizer& optimizer() { return optimizer_; }
   // The backend's executor: its devices, streams and options (CUDA graphs, TF32).
   executor_type& executor() { return exec_; }
+  // Where the loop is: epoch, step, seed, steps done (also during fit, from a callback).
+  const RunState& run_state() const { return run_; }
+
+  // Every variable, the model's state and the optimizer state of the last
+  // fit of `model` (or of a restore), gathered whatever the strategy.
+  template <class Model>
+  Snapshot snapshot(const Model& model) {
+    require(exec_.holds(model), "snapshot: this trainer has not trained this model object (fit or restore it first)");
+    return exec_.template snapshot<Model>();
+  }
+  // Puts a snapshot back: into `model`, and as the optimizer state the next
+  // fit of `model` continues from.
+  template <class Model>
+  void restore(Model& model, const Snapshot& from) {
+    exec_.restore(model, from, 0, 0);
+    model.parameters() = from.params;
+    model.state() = from.state;
+  }
 
   // Trains `model` in place; its parameters are mirrored to every replica at
   // the start and hold the trained values at the end. Optimizer state carries
@@ -100,12 +119,14 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     check_same_layout(model, train, options);
     // Rank 0's weights and shuffle seed everywhere: a job starts consistent
     // even if the processes were given different seeds.
-    std::uint64_t seed = options.seed;
-    exec_.group().broadcast_from_root(&seed, sizeof seed);
+    run_.seed = options.seed;
+    exec_.group().broadcast_from_root(&run_.seed, sizeof run_.seed);
     exec_.group().broadcast_from_root(model.parameters().data(), Model::kParams * sizeof(float));
-    Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, seed);
+    if (Model::kState) exec_.group().broadcast_from_root(model.state().data(), Model::kState * sizeof(float));
+    Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, run_.seed);
     exec_.begin_fit(model, optimizer_, Loader::slice_capacity(options.batch_size, global_replicas()),
                     train.label_width());
+    FitView<executor_type, Optimizer, Model> view(exec_, optimizer_, model, run_);
 
     TrainInfo info{options.epochs, loader.steps(), options.batch_size, train.size(), global_replicas()};
     Logs logs = make_logs(false);  // what each step reports
@@ -119,38 +140,46 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       else
         f(callbacks...);
     };
-    with_bar([&](auto&... cb) { detail::train_begin(info, cb...); });
+    with_bar([&](auto&... cb) { detail::train_begin(view, info, cb...); });
 
-    for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    for (run_.epoch = 0; run_.epoch < options.epochs; ++run_.epoch) {
+      const int epoch = run_.epoch;
       loader.begin_epoch(static_cast<std::uint64_t>(epoch));
-      with_bar([&](auto&... cb) { detail::epoch_begin(epoch, info, cb...); });
+      with_bar([&](auto&... cb) { detail::epoch_begin(view, epoch, info, cb...); });
       double sums[kStats] = {}, seen = 0;  // the loss, then each metric, summed over the epoch's samples
-      for (std::size_t step = 0; step < loader.steps(); ++step) {
+      for (run_.step = 0; run_.step < loader.steps(); ++run_.step) {
+        const std::size_t step = run_.step;
         const auto [indices, count] = loader.batch(step);
         // The next batch of this epoch, which a device backend copies while this step runs.
         StepBatch next;
         if (step + 1 < loader.steps()) std::tie(next.indices, next.count) = loader.batch(step + 1);
-        const float* stats = exec_.template train_step<Model>(optimizer_, train, StepBatch{indices, count}, next);
+        const float* stats =
+            exec_.template train_step<Model>(optimizer_, train, StepBatch{indices, count}, next,
+                                             step_key(run_.seed, static_cast<std::uint64_t>(epoch), step));
+        ++run_.steps_done;
         seen += static_cast<double>(count);
         for (std::size_t i = 0; i < kStats; ++i) {
           sums[i] += stats[i];
           logs.set(i, sums[i] / seen);
         }
-        with_bar([&](auto&... cb) { detail::batch_end(step, logs, cb...); });
+        with_bar([&](auto&... cb) { detail::batch_end(view, step, logs, cb...); });
       }
       for (std::size_t i = 0; i < logs.size(); ++i) epoch_logs.set(i, logs.value(i));
       if (options.validation_data) {
-        const auto val = means(exec_.template evaluate<Model>(nullptr, *options.validation_data, options.batch_size),
-                               *options.validation_data);
+        const auto val = means(
+            exec_.template evaluate<Model>(nullptr, nullptr, *options.validation_data, options.batch_size),
+            *options.validation_data);
         for (std::size_t i = 0; i < val.size(); ++i) epoch_logs.set(1 + kMetrics + i, val[i]);
       }
       history.record(epoch_logs);
+      exec_.copy_out(model);  // the epoch's weights, for callbacks that read or save the model
       bool stop = false;
-      with_bar([&](auto&... cb) { stop = detail::epoch_end(epoch, epoch_logs, cb...); });
-      if (stop) break;
+      with_bar([&](auto&... cb) { stop = detail::epoch_end(view, epoch, epoch_logs, cb...); });
+      if (stop || view.stop_requested()) break;
     }
+    if (run_.epoch == options.epochs && options.epochs > 0) run_.epoch = options.epochs - 1;
     exec_.end_fit(model);
-    with_bar([&](auto&... cb) { detail::train_end(epoch_logs, cb...); });
+    with_bar([&](auto&... cb) { detail::train_end(view, epoch_logs, cb...); });
     return history;
   }
 
@@ -158,7 +187,8 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   template <class Model>
   Logs evaluate(const Model& model, const data_type& data, std::size_t batch_size = 128) {
     check_data(model, data, "evaluate");
-    const auto values = means(exec_.template evaluate<Model>(model.parameters().data(), data, batch_size), data);
+    const auto values = means(
+        exec_.template evaluate<Model>(model.parameters().data(), model.state().data(), data, batch_size), data);
     Logs logs = make_logs(false);
     for (std::size_t i = 0; i < values.size(); ++i) logs.set(i, values[i]);
     return logs;
@@ -178,8 +208,8 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     require(features.size() % Model::kInputs == 0, "predict: ", features.size(),
             " feature values are not a whole number of samples of ", Model::kInputs);
     require(batch_size >= 1, "predict: batch size 0, expected at least 1");
-    return exec_.template predict<Model>(model.parameters().data(), features.data(), features.size() / Model::kInputs,
-                                         batch_size);
+    return exec_.template predict<Model>(model.parameters().data(), model.state().data(), features.data(),
+                                         features.size() / Model::kInputs, batch_size);
   }
 
  private:
@@ -231,6 +261,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Strategy strategy_;
   Optimizer optimizer_;
   executor_type exec_;
+  RunState run_;
 };
 
 }  // namespace lockstep

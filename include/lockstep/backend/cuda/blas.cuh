@@ -23,7 +23,7 @@
 #include "lockstep/backend/cuda/launch.cuh"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
-#include "lockstep/layers/activations.hpp"
+#include "lockstep/ops/activations.hpp"
 
 namespace lockstep::kernels {
 

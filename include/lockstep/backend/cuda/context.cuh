@@ -11,7 +11,7 @@
 #include <string>
 #include <type_traits>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/cuda/blas.cuh"
 #include "lockstep/backend/cuda/buffer.cuh"
 #include "lockstep/backend/cuda/check.cuh"
@@ -19,7 +19,7 @@
 #include "lockstep/backend/cuda/launch.cuh"
 #include "lockstep/backend/cuda/stream.cuh"
 #include "lockstep/core/config.hpp"
-#include "lockstep/layers/activations.hpp"
+#include "lockstep/ops/activations.hpp"
 
 namespace lockstep::kernels {
 
@@ -40,6 +40,34 @@ struct ColumnSum {
   }
 };
 
+// out[0] = the sum of v[0..n): a step's loss or metric sum over at most a
+// slice of rows (hundreds), so one thread is enough and keeps the order fixed.
+// Accumulated in double and rounded once, as host::Context::sum_to.
+template <class T = float>
+struct SumInto {
+  const T* v;
+  std::size_t n;
+  T* out;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t) const {
+    double s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += v[i];
+    *out = static_cast<T>(s);
+  }
+};
+
+// Runs F with its per-step scalars `s` read from host-visible memory when the
+// kernel runs: a CUDA graph captured once replays with the current values.
+template <class F, class S>
+struct ReadingScalars {
+  F f;
+  const S* scalars;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
+    F g = f;
+    g.s = *scalars;
+    g(i);
+  }
+};
+
 }  // namespace lockstep::kernels
 
 namespace lockstep::gpu {
@@ -47,9 +75,15 @@ namespace lockstep::gpu {
 class Context {
  public:
   using backend = ::lockstep::Cuda;
+  using queue_type = cudaStream_t;
   // Memory a replica computes on (parameters, activations, gradients).
   template <class T>
   using buffer = DeviceBuffer<T>;
+  // Memory the host writes between steps and kernels read when they run (an
+  // optimizer's per-step scalars): pinned host memory, which kernels read
+  // through unified addressing, so a replayed graph sees the current values.
+  template <class T>
+  using host_visible_buffer = PinnedBuffer<T>;
 
   // A context on `device`, with its own stream and cuBLAS handles there.
   explicit Context(int device) : Context(device, DeviceGuard(existing(device))) {}
@@ -60,6 +94,7 @@ class Context {
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_.get(); }
+  cudaStream_t queue() const { return stream_.get(); }
   Blas& blas() { return blas_; }
   // TF32 tensor cores for gemm and affine (see Blas::set_tf32); off by default.
   void set_tf32(bool on) { blas_.set_tf32(on); }
@@ -102,6 +137,35 @@ class Context {
   template <class F>
   void for_each_row(std::size_t rows, const F& f) {
     gpu::for_each_row(stream_.get(), rows, f);
+  }
+
+  // f(i) for i in [0, n), with f's member `s` read from *scalars (host-visible
+  // memory) when the kernel runs.
+  template <class F, class S>
+  void for_each_index_reading(std::size_t n, const F& f, const S* scalars) {
+    gpu::for_each_index(stream_.get(), n, kernels::ReadingScalars<F, S>{f, scalars});
+  }
+
+  // *out = the sum of v[0..n), in order, in double, rounded once.
+  template <class T>
+  void sum_to(const T* v, std::size_t n, T* out) {
+    gpu::for_each_index(stream_.get(), 1, kernels::SumInto<T>{v, n, out});
+  }
+
+  // Copies between host memory and this device, completed before returning.
+  template <class T>
+  void to_host(T* host, const T* src, std::size_t n) {
+    if (n)
+      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(static_cast<void*>(host), static_cast<const void*>(src), n * sizeof(T),
+                                          cudaMemcpyDeviceToHost, stream_.get()));
+    synchronize();
+  }
+  template <class T>
+  void from_host(T* dst, const T* host, std::size_t n) {
+    if (n)
+      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(static_cast<void*>(dst), static_cast<const void*>(host), n * sizeof(T),
+                                          cudaMemcpyHostToDevice, stream_.get()));
+    synchronize();
   }
 
   template <class T>

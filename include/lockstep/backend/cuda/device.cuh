@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/backend/backends.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/cuda/check.cuh"
 #include "lockstep/core/error.hpp"
 

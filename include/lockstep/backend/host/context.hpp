@@ -2,7 +2,8 @@
 // backend. gpu::Context (backend/cuda/context.cuh) has the same members,
 // run on a replica's stream, so layers are written once for both backends:
 //   template <class Ctx, class T> static void forward(Ctx& ctx, ...);
-// The host context holds nothing: its work runs on the calling thread.
+// The host context holds nothing: its work runs on the calling thread, and
+// its queue (what collectives take where a GPU takes a stream) is an empty value.
 #pragma once
 
 #include <cstddef>
@@ -11,20 +12,26 @@
 #include "lockstep/backend/host/buffer.hpp"
 #include "lockstep/backend/host/gemm.hpp"
 #include "lockstep/backend/host/launch.hpp"
-#include "lockstep/layers/activations.hpp"
-
-namespace lockstep {
-struct Host;
-}
+#include "lockstep/backend/host/queue.hpp"
+#include "lockstep/core/backend_tags.hpp"
+#include "lockstep/ops/activations.hpp"
 
 namespace lockstep::host {
 
 class Context {
  public:
   using backend = ::lockstep::Host;
+  using queue_type = Queue;
   // Memory a replica computes on (parameters, activations, gradients).
   template <class T>
   using buffer = AlignedBuffer<T>;
+  // Memory the host writes between steps and kernels read when they run
+  // (an optimizer's per-step scalars): ordinary memory here.
+  template <class T>
+  using host_visible_buffer = AlignedBuffer<T>;
+
+  Queue queue() const { return {}; }
+  void synchronize() {}
 
   // Row-major C(m,n) = alpha op(A) op(B) + beta C.
   template <class T>
@@ -69,6 +76,33 @@ class Context {
     host::for_each_row(rows, f);
   }
 
+  // f(i) for i in [0, n), where f's member `s` (its per-step scalars) is
+  // taken from *scalars when the work runs, not when it is enqueued: what a
+  // replayed CUDA graph needs, and on the host simply the current value.
+  template <class F, class S>
+  void for_each_index_reading(std::size_t n, F f, const S* scalars) {
+    f.s = *scalars;
+    host::for_each_index(n, f);
+  }
+
+  // *out = the sum of v[0..n), added in order in double and rounded once.
+  template <class T>
+  void sum_to(const T* v, std::size_t n, T* out) {
+    double s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += v[i];
+    *out = static_cast<T>(s);
+  }
+
+  // Copies between host memory and this backend's (the same here).
+  template <class T>
+  void to_host(T* host, const T* src, std::size_t n) {
+    copy(host, src, n);
+  }
+  template <class T>
+  void from_host(T* dst, const T* host, std::size_t n) {
+    copy(dst, host, n);
+  }
+
   template <class T>
   void zero(T* p, std::size_t n) {
     if (n) std::memset(static_cast<void*>(p), 0, n * sizeof(T));
@@ -79,11 +113,5 @@ class Context {
     if (n) std::memcpy(static_cast<void*>(dst), src, n * sizeof(T));
   }
 };
-
-// The context of code written before contexts existed (Model::forward without one).
-inline Context& default_context() {
-  static thread_local Context ctx;
-  return ctx;
-}
 
 }  // namespace lockstep::host

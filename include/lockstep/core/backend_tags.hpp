@@ -1,4 +1,4 @@
-// Backend tags. A backend owns memory, streams, GEMM and element-wise launches;
+// Backend tags (core: every room may name them). A backend owns memory, streams, GEMM and element-wise launches;
 // strategies pick one through their collective (HostAllReduce -> Host).
 #pragma once
 

@@ -1,0 +1,56 @@
+// Pass: what one forward or backward pass tells its layers beyond the data.
+//   mode        training (Dropout drops, BatchNormalization uses the batch's
+//               statistics and updates its moving ones) or inference
+//   first_row   the global index, within the global batch, of this replica's
+//               first row: per-sample randomness keyed by it does not depend
+//               on which replica computes a row, nor on how many there are
+//   key         the step's random key, from (seed, epoch, step): see step_key
+//   layer       the index of the layer being run (set by the model)
+//   sum         sums a small float buffer in place over every replica of every
+//               process (a collective call: every replica makes the same calls
+//               in the same order, also with 0 rows); the sum of one replica
+//               alone is the buffer itself
+// The executors make passes; a layer only reads them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "lockstep/core/config.hpp"
+#include "lockstep/core/rng.hpp"
+
+namespace lockstep {
+
+enum class Mode { kTraining, kInference };
+
+// The sum of a pass with one replica: the buffer is already the sum.
+struct OneReplicaSum {
+  template <class T>
+  void operator()(T*, std::size_t) const {}
+};
+
+template <class Sum = OneReplicaSum>
+struct BasicPass {
+  Mode mode = Mode::kInference;
+  std::uint64_t first_row = 0;
+  std::uint64_t key = 0;
+  std::uint64_t layer = 0;
+  Sum sum{};
+
+  bool training() const { return mode == Mode::kTraining; }
+  BasicPass for_layer(std::uint64_t index) const {
+    BasicPass p = *this;
+    p.layer = index;
+    return p;
+  }
+};
+using Pass = BasicPass<>;
+
+// The random key of training step `step` of epoch `epoch` under `seed`: every
+// replica and process derives the same key, so masks agree bit for bit.
+inline std::uint64_t step_key(std::uint64_t seed, std::uint64_t epoch, std::uint64_t step) {
+  return Philox4x32::bits64(seed, rng_stream::kStep + epoch, step);
+}
+
+}  // namespace lockstep

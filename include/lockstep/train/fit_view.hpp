@@ -1,0 +1,54 @@
+// FitView: what a callback reaches during fit, passed to any hook that takes
+// it as its last argument (train/callbacks.hpp), as Keras callbacks reach
+// self.model. It reads the live run, whatever the strategy:
+//   model()         the model, with the live parameters and state copied in
+//                   first (on_epoch_end and on_train_end see them already)
+//   optimizer()     the trainer's optimizer: a learning rate changed here is
+//                   used from the next step on, on every backend
+//   run()           the run state: epoch, step, seed, steps done
+//   snapshot()      every variable, the state and the optimizer state (train/executor.hpp)
+//   stop_training() ends fit after the current epoch (Keras' model.stop_training = True)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lockstep/train/executor.hpp"
+
+namespace lockstep {
+
+// The trainer's loop counters, kept as members, not locals, so that a
+// callback, a snapshot and a later resume can see where the run is (dlib's
+// trainer keeps its loop state the same way).
+struct RunState {
+  int epoch = 0;                 // the epoch in progress (or last finished)
+  std::size_t step = 0;          // the step within it
+  std::uint64_t seed = 0;        // the shuffle and dropout seed of the fit (rank 0's)
+  std::uint64_t steps_done = 0;  // training steps taken by this trainer, all fits together
+};
+
+template <class Executor, class Optimizer, class Model>
+class FitView {
+ public:
+  FitView(Executor& exec, Optimizer& optimizer, Model& model, RunState& run)
+      : exec_(exec), optimizer_(optimizer), model_(model), run_(run) {}
+
+  Model& model() {
+    exec_.copy_out(model_);
+    return model_;
+  }
+  Optimizer& optimizer() { return optimizer_; }
+  const RunState& run() const { return run_; }
+  Snapshot snapshot() { return exec_.template snapshot<Model>(); }
+  void stop_training() { stop_ = true; }
+  bool stop_requested() const { return stop_; }
+
+ private:
+  Executor& exec_;
+  Optimizer& optimizer_;
+  Model& model_;
+  RunState& run_;
+  bool stop_ = false;
+};
+
+}  // namespace lockstep

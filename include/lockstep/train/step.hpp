@@ -1,0 +1,56 @@
+// The step skeleton, written once for every backend and strategy: one
+// replica's part of a synchronous training step, and the loss and metric sums
+// that evaluation shares with it. An executor supplies the replica's view of
+// the step (its context, pass, memory, the collective's group and queue) and
+// runs this on each replica; what differs between strategies is the
+// StepRule's two calls (strategy/step_rule.hpp).
+#pragma once
+
+#include <cstddef>
+
+#include "lockstep/metrics/accuracy.hpp"
+
+namespace lockstep::detail {
+
+template <class Loss, class MetricList>
+struct StepSkeleton;
+
+template <class Loss, class... Metric>
+struct StepSkeleton<Loss, Metrics<Metric...>> {
+  // The loss sum, then each metric's sum: the step's statistics.
+  static constexpr std::size_t kStats = 1 + sizeof...(Metric);
+
+  // Per-row loss and metric values of `rows` rows into row_stats (kStats
+  // columns of `capacity`), their sums into stats[0..kStats), and the output
+  // gradient of sum(loss) * scale into grad when it is not null.
+  template <int Outputs, class Ctx, class T, class Label>
+  static void loss_and_metrics(Ctx& ctx, const T* out, const Label* labels, int rows, T scale, T* row_stats,
+                               std::size_t capacity, T* grad, T* stats) {
+    const std::size_t n = static_cast<std::size_t>(rows);
+    Loss::template forward_backward<Outputs>(ctx, out, labels, rows, scale, row_stats, grad);
+    [[maybe_unused]] std::size_t m = 1;
+    (ctx.for_each_row(n, Metric::template row<Outputs>(out, labels, row_stats + m++ * capacity)), ...);
+    for (std::size_t i = 0; i < kStats; ++i) ctx.sum_to(row_stats + i * capacity, n, stats + i);
+  }
+
+  // Forward, loss and metrics, backward, then the strategy's combine and
+  // update, for `rows` rows of a global batch of `count` samples. Weighting
+  // the loss by the global count makes the summed gradients the mean over
+  // the real samples of the batch, whatever the slices' sizes.
+  template <class Model, class Rule, class Step>
+  static void train(Step& step, int rows, std::size_t count) {
+    auto& ctx = step.context();
+    auto& ws = step.workspace();
+    const auto& pass = step.pass();
+    float* const grads = step.grads();
+    const float* out = Model::forward(ctx, pass, step.variables(), step.state(), step.x(), rows, ws);
+    loss_and_metrics<Model::kOutputs>(ctx, out, step.labels(), rows, 1.0f / static_cast<float>(count),
+                                      step.row_stats(), static_cast<std::size_t>(ws.capacity()), ws.output_grad(),
+                                      grads + Model::kParams);
+    Model::backward(ctx, pass, step.variables(), step.state(), step.x(), rows, ws, grads,
+                    [&](std::size_t offset, std::size_t size) { Rule::on_gradient_ready(step, offset, size); });
+    Rule::combine_and_update(step);
+  }
+};
+
+}  // namespace lockstep::detail
