@@ -169,33 +169,33 @@ TEST_CASE("optimizer steps on the device equal the host loop") {
 
   SUBCASE("AdamStep") {
     auto p = p0, m = m0, v = v0;
-    const kernels::AdamStep host_step{p.data(), g.data(), m.data(), v.data(), 1e-3f, 0.9f, 0.999f, 1e-7f};
+    const kernels::AdamStep host_step{p.data(), g.data(), m.data(), v.data(), {1e-3f, 0.9f, 0.999f, 1e-7f}};
     host::for_each_index(kElements, host_step);
     auto p_d = to_device(p0), m_d = to_device(m0), v_d = to_device(v0);
     const auto g_d = to_device(g);
     gpu::for_each_index(stream, kElements,
-                         kernels::AdamStep{p_d.data(), g_d.data(), m_d.data(), v_d.data(), 1e-3f, 0.9f, 0.999f, 1e-7f});
+                         kernels::AdamStep{p_d.data(), g_d.data(), m_d.data(), v_d.data(), {1e-3f, 0.9f, 0.999f, 1e-7f}});
     CHECK(worst_relative(to_host(p_d), p, 1.0) <= 1e-6);
     CHECK(worst_relative(to_host(m_d), m, 1.0) <= 1e-6);
     CHECK(worst_relative(to_host(v_d), v, 1.0) <= 1e-6);
   }
   SUBCASE("SgdStep") {
     auto p = p0;
-    host::for_each_index(kElements, kernels::SgdStep{p.data(), g.data(), 0.01f});
+    host::for_each_index(kElements, kernels::SgdStep{p.data(), g.data(), nullptr, {0.01f, 0.0f, false}});
     auto p_d = to_device(p0);
     const auto g_d = to_device(g);
-    gpu::for_each_index(stream, kElements, kernels::SgdStep{p_d.data(), g_d.data(), 0.01f});
+    gpu::for_each_index(stream, kElements, kernels::SgdStep{p_d.data(), g_d.data(), nullptr, {0.01f, 0.0f, false}});
     CHECK(worst_relative(to_host(p_d), p, 1.0) <= 1e-6);
   }
   SUBCASE("SgdMomentumStep") {
     for (bool nesterov : {false, true}) {
       CAPTURE(nesterov);
       auto p = p0, v = m0;
-      host::for_each_index(kElements, kernels::SgdMomentumStep{p.data(), g.data(), v.data(), 0.01f, 0.9f, nesterov});
+      host::for_each_index(kElements, kernels::SgdStep{p.data(), g.data(), v.data(), {0.01f, 0.9f, nesterov}});
       auto p_d = to_device(p0), v_d = to_device(m0);
       const auto g_d = to_device(g);
       gpu::for_each_index(stream, kElements,
-                           kernels::SgdMomentumStep{p_d.data(), g_d.data(), v_d.data(), 0.01f, 0.9f, nesterov});
+                           kernels::SgdStep{p_d.data(), g_d.data(), v_d.data(), {0.01f, 0.9f, nesterov}});
       CHECK(worst_relative(to_host(p_d), p, 1.0) <= 1e-6);
       CHECK(worst_relative(to_host(v_d), v, 1.0) <= 1e-6);
     }

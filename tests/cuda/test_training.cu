@@ -163,3 +163,59 @@ TEST_CASE("predict with a softmax layer and activation layers on the GPU equals 
   train_gpu.fit(b, data(), three_steps());
   CHECK(testing::max_abs_difference(a.parameters(), b.parameters()) <= 1e-4);
 }
+
+namespace {
+// Changes the learning rate at the start of epoch 1 through the fit's view.
+struct LowerLearningRate {
+  template <class View>
+  void on_epoch_begin(int epoch, const TrainInfo&, View& view) {
+    if (epoch == 1) view.optimizer().learning_rate = 0.001f;
+  }
+};
+}  // namespace
+
+TEST_CASE("a learning rate changed by a callback is used by the next replayed step (graphs on equal graphs off)") {
+  FitOptions options = three_steps();
+  options.epochs = 3;
+  options.shuffle = false;
+  const auto run = [&](bool graphs) {
+    Model model{11};
+    Trainer<MirroredPolicy<NcclAllReduce>, Adam> trainer{MirroredPolicy<NcclAllReduce>{1}, Adam{0.01}};
+    trainer.executor().options().graphs = graphs;
+    trainer.fit(model, data(), options, LowerLearningRate{});
+    return model.parameters();
+  };
+  const auto host = [&] {
+    Model model{11};
+    Trainer<MirroredPolicy<HostAllReduce>, Adam> trainer{MirroredPolicy<HostAllReduce>{1}, Adam{0.01}};
+    trainer.fit(model, data(), options, LowerLearningRate{});
+    return model.parameters();
+  }();
+  CHECK(run(true) == run(false));
+  CHECK(testing::max_abs_difference(host, run(true)) <= 1e-4);
+}
+
+TEST_CASE("BatchNormalization (both variants) and Dropout on the GPU train as on the host (<= 1e-4)") {
+  using Norm = Sequential<Input<6>, Dense<8>, BatchNormalization<>, Relu, Dropout<25>, Dense<3>>;
+  using SyncNorm = Sequential<Input<6>, Dense<8>, SyncBatchNormalization, Relu, Dropout<25>, Dense<3>>;
+  const auto compare = [](auto model_type, auto gpu_strategy, int host_replicas) {
+    using M = decltype(model_type);
+    using S = decltype(gpu_strategy);
+    FitOptions options = three_steps();
+    options.epochs = 2;
+    M on_host{5}, on_gpu{5};
+    Trainer<MirroredPolicy<HostAllReduce>, Adam> host{MirroredPolicy<HostAllReduce>{host_replicas}, Adam{0.01}};
+    Trainer<S, Adam> gpu{gpu_strategy, Adam{0.01}};
+    host.fit(on_host, data(), options);
+    gpu.fit(on_gpu, data(), options);
+    CHECK(on_gpu.parameters() != M{5}.parameters());
+    CHECK(testing::max_abs_difference(on_host.parameters(), on_gpu.parameters()) <= 1e-4);
+    CHECK(testing::max_abs_difference(on_host.state(), on_gpu.state()) <= 1e-4);
+  };
+  compare(Norm{}, MirroredPolicy<NcclAllReduce>{1}, 1);
+  compare(SyncNorm{}, MirroredPolicy<NcclAllReduce>{1}, 1);
+  // Several replicas sharing one GPU (copy collectives): the synchronised
+  // statistics are the global batch's, as on one host replica.
+  compare(SyncNorm{}, MirroredPolicy<HierarchicalCopyAllReduce>{std::vector<int>{0, 0}}, 1);
+  compare(Norm{}, MirroredPolicy<ReductionToOneDevice<>>{std::vector<int>{0, 0, 0}}, 3);
+}

@@ -196,6 +196,21 @@ struct NormalizeBackward {
     dx[i] = gamma[c] * inv_std[c] / n * (n * dy[i] - sums[c] - xhat * sums[channels + c]);
   }
 };
+// out[c] = a[c] / *n (0 where n is 0).
+template <class T>
+struct DivideBy {
+  const T* a;
+  const T* n;
+  T* out;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const { out[c] = *n > T(0) ? a[c] / *n : T(0); }
+};
+// *at = value, on the backend (a kernel on CUDA, so that it keeps its place in the stream).
+template <class T>
+struct SetValue {
+  T* at;
+  T value;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t) const { *at = value; }
+};
 }  // namespace kernels
 
 template <bool Synchronized = false, class Hyper = BatchNormDefaults>
@@ -285,20 +300,10 @@ struct BatchNormalization {
     }
 
    private:
-    // out[c] = a[c] / *n.
     template <class T>
-    struct DivideBy {
-      const T* a;
-      const T* n;
-      T* out;
-      LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const { out[c] = *n > T(0) ? a[c] / *n : T(0); }
-    };
+    using DivideBy = kernels::DivideBy<T>;
     template <class T>
-    struct SetCount {
-      T* at;
-      T value;
-      LOCKSTEP_HOST_DEVICE void operator()(std::size_t) const { *at = value; }
-    };
+    using SetCount = kernels::SetValue<T>;
     // A pointer to the value 1 for ChannelFinish's weight (the synchronised
     // statistics are already means), in the last slot of `sums`, whose
     // centred sum DivideBy has consumed by then.

@@ -26,14 +26,15 @@ template <class T = float>
 struct DropoutMask {
   const T* src;
   T* dst;
-  std::uint64_t key, stream, base;
+  std::uint64_t stream, base;
+  std::uint64_t s;  // the step's key, set from the pass's key source when the work runs
   std::size_t n;
   std::uint32_t threshold;  // a value is dropped when its 32-bit word is below rate * 2^32
   T scale;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t k) const {
     const std::uint64_t quad = base / 4 + k;
     std::uint32_t words[4];
-    Philox4x32::generate(key, stream, quad, words);
+    Philox4x32::generate(s, stream, quad, words);
     for (std::uint64_t w = 0; w < 4; ++w) {
       const std::uint64_t g = quad * 4 + w;
       if (g < base || g >= base + n) continue;
@@ -76,15 +77,15 @@ struct Dropout {
         return;
       }
       const std::uint64_t base = pass.first_row * static_cast<std::uint64_t>(kIn);
-      const kernels::DropoutMask<T> mask{src,
-                                         dst,
-                                         pass.key,
-                                         rng_stream::kDropout + pass.layer,
-                                         base,
-                                         n,
-                                         static_cast<std::uint32_t>(kRate * 4294967296.0),
-                                         static_cast<T>(1.0 / (1.0 - kRate))};
-      ctx.for_each_index(kernels::DropoutMask<T>::calls(base, n), mask);
+      kernels::DropoutMask<T> mask{};
+      mask.src = src;
+      mask.dst = dst;
+      mask.stream = rng_stream::kDropout + pass.layer;
+      mask.base = base;
+      mask.n = n;
+      mask.threshold = static_cast<std::uint32_t>(kRate * 4294967296.0);
+      mask.scale = static_cast<T>(1.0 / (1.0 - kRate));
+      ctx.for_each_index_reading(kernels::DropoutMask<T>::calls(base, n), mask, pass.key_source());
     }
   };
 };

@@ -4,7 +4,10 @@
 //   first_row   the global index, within the global batch, of this replica's
 //               first row: per-sample randomness keyed by it does not depend
 //               on which replica computes a row, nor on how many there are
-//   key         the step's random key, from (seed, epoch, step): see step_key
+//   key         the step's random key, from (seed, epoch, step): see step_key;
+//               kernels read it through key_source(), memory that holds it
+//               when they run (host-visible memory on CUDA, so a step
+//               replayed from a graph uses the current step's key)
 //   layer       the index of the layer being run (set by the model)
 //   sum         sums a small float buffer in place over every replica of every
 //               process (a collective call: every replica makes the same calls
@@ -37,8 +40,10 @@ struct BasicPass {
   std::uint64_t key = 0;
   std::uint64_t layer = 0;
   Sum sum{};
+  const std::uint64_t* key_at = nullptr;  // where the key is read at run time; null: `key` itself
 
   bool training() const { return mode == Mode::kTraining; }
+  const std::uint64_t* key_source() const { return key_at ? key_at : &key; }
   BasicPass for_layer(std::uint64_t index) const {
     BasicPass p = *this;
     p.layer = index;

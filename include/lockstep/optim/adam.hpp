@@ -79,7 +79,7 @@ class Adam::State {
   // takes effect here, also for a step replayed from a CUDA graph).
   void prepare(const Adam& opt) {
     ++iterations_;
-    scalars_[0] = kernels::AdamScalars{opt.alpha(iterations_), opt.beta_1, opt.beta_2, opt.epsilon};
+    *scalars_.data() = kernels::AdamScalars{opt.alpha(iterations_), opt.beta_1, opt.beta_2, opt.epsilon};
   }
   // The update of the entries [first, last): the whole buffer, or a replica's
   // shard under a sharded update. grads[i] is the gradient of parameter i.

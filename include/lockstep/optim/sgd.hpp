@@ -64,7 +64,7 @@ class Sgd::State {
   State(const Sgd&, std::size_t params) : velocity_(params), scalars_(1) {}
   void prepare(const Sgd& opt) {
     ++iterations_;
-    scalars_[0] = kernels::SgdScalars{opt.learning_rate, opt.momentum, opt.nesterov};
+    *scalars_.data() = kernels::SgdScalars{opt.learning_rate, opt.momentum, opt.nesterov};
   }
   template <class Grads>
   void step(Ctx& ctx, float* params, Grads grads, std::size_t first, std::size_t last) {

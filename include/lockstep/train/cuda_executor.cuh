@@ -1,16 +1,17 @@
 // Executor<Cuda, ...>: runs a Trainer's replicas on GPUs, one host thread per
 // replica (replica 0 is the calling thread), each with its device current,
 // its own compute stream, communication stream, cuBLAS handles and memory.
-// Per step a replica
+// It supplies what the step skeleton (train/step.hpp) needs on GPUs; how a
+// step combines gradients is the strategy's StepRule. Per step a replica
 //   1. copies its slice of the batch from pinned memory to the device
 //      (asynchronously; the slice was gathered while the previous step ran),
-//   2. runs forward, loss, backward and the optimizer on its stream: from a
-//      CUDA graph captured once when shapes repeat, or enqueued directly for
-//      the first step and a short last batch,
-//   3. with a collective that takes parts of the buffer (NcclAllReduce),
-//      reduces each layer's gradient on the communication stream as soon as
-//      backward has produced it, so that the all-reduce of the late layers
-//      overlaps the backward of the early ones,
+//   2. writes the step's scalars (the optimizer's, the random key) into
+//      pinned memory that the kernels read when they run,
+//   3. runs the skeleton on its stream: from a CUDA graph captured once when
+//      shapes repeat, or enqueued directly for the first step and a short
+//      last batch; with a collective that takes parts of the buffer
+//      (NcclAllReduce) the mirrored rule reduces each layer's gradient on the
+//      communication stream as soon as backward has produced it,
 //   4. gathers the next batch's slice into the other pinned buffer while the
 //      GPU works, then waits for its stream.
 #pragma once
@@ -30,42 +31,23 @@
 #include <utility>
 #include <vector>
 
-#include <thrust/execution_policy.h>
-#include <thrust/reduce.h>
-
-#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/cuda/buffer.cuh"
 #include "lockstep/backend/cuda/context.cuh"
 #include "lockstep/backend/cuda/device.cuh"
 #include "lockstep/backend/cuda/stream.cuh"
-#include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/replica_pool.hpp"
+#include "lockstep/collective/collective.hpp"
+#include "lockstep/core/backend_tags.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
-#include "lockstep/metrics/accuracy.hpp"
-#include "lockstep/optim/cuda_states.cuh"
-#include "lockstep/strategy/central_storage.hpp"
+#include "lockstep/layers/pass.hpp"
+#include "lockstep/strategy/step_rule.hpp"
 #include "lockstep/train/executor.hpp"
 #include "lockstep/train/host_executor.hpp"
+#include "lockstep/train/step.hpp"
 
 namespace lockstep {
-
-namespace kernels {
-// out[0] = the sum of v[0..n): a step's loss or metric sum over at most a
-// slice of rows (hundreds), so one thread is enough and keeps the order fixed.
-// Accumulated in double and rounded once, as the host executor sums row losses.
-struct SumInto {
-  const float* v;
-  std::size_t n;
-  float* out;
-  LOCKSTEP_HOST_DEVICE void operator()(std::size_t) const {
-    double s = 0;
-    for (std::size_t i = 0; i < n; ++i) s += v[i];
-    *out = static_cast<float>(s);
-  }
-};
-}  // namespace kernels
 
 // What a CUDA trainer does beyond the strategy: trainer.executor().options().
 struct CudaOptions {
@@ -81,23 +63,29 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
  public:
   using collective = typename Strategy::collective;
   using group_type = typename group_of<Strategy>::type;
+  using context_type = gpu::Context;
+  using rule = StepRule<Strategy>;
+  using state_type = typename Optimizer::template State<context_type>;
+  using skeleton = StepSkeleton<Loss, Metrics<Metric...>>;
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
+  static_assert(check_group<group_type, cudaStream_t>());
+  static_assert(rule::kVariables != Variables::kShared,
+                "This strategy's step shares one copy of the variables between replicas, which needs shared "
+                "memory: GPU replicas mirror them (MirroredPolicy<NcclAllReduce>) or keep them centrally "
+                "(CudaCentralStoragePolicy).");
   static constexpr std::size_t kMetrics = sizeof...(Metric);
-  static constexpr std::size_t kStats = 1 + kMetrics;
-  // CudaCentralStoragePolicy: replica 0's GPU holds the variables and the
-  // optimizer state; the others hold a compute copy of the variables.
-  static constexpr bool kCentral = central_variables_v<Strategy>;
+  static constexpr std::size_t kStats = skeleton::kStats;
 
   Executor(const Strategy& strategy, const Optimizer& optimizer)
       : optimizer_(optimizer), devices_(resolve_devices(strategy)),
-        infos_(gpu::check_devices(devices_, strategy.heterogeneous(), nullptr, group_type::kSharedDevices)),
+        infos_(gpu::check_devices(devices_, strategy.heterogeneous(), nullptr, shared_devices<group_type>::value)),
         pool_(static_cast<int>(devices_.size())) {
     group_.emplace(devices_);
     contexts_.resize(devices_.size());
     pool_.run([&](int r) {
-      gpu::DeviceGuard on(devices_[r]);
-      contexts_[r] = std::make_unique<ReplicaContext>(devices_[r]);
+      gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
+      contexts_[static_cast<std::size_t>(r)] = std::make_unique<ReplicaContext>(devices_[static_cast<std::size_t>(r)]);
     });
   }
 
@@ -105,6 +93,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   int global_replicas() const { return pool_.size() * group_->process_count(); }
   int process_rank() const { return group_->process_rank(); }
   group_type& group() { return *group_; }
+  template <class Model>
+  bool holds(const Model& model) const {
+    return states_.holds(model);
+  }
   CudaOptions& options() { return options_; }
   const std::vector<gpu::DeviceInfo>& devices() const { return infos_; }
   // One line per replica: which GPU it runs on.
@@ -116,18 +108,16 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     if (options_.log_placement) std::cerr << placement();
     RunState<Model>& run = run_state(model, capacity, label_width);
     on_replicas([&](int r) {
-      Replica<Model>& rep = *run.replicas[r];
-      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.params.data(), model.parameters().data(), Model::kParams * sizeof(float),
-                                          cudaMemcpyHostToDevice, ctx(r).compute.stream()));
+      Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+      load(rep, ctx(r).compute, model.parameters().data(), model.state().data());
       ctx(r).compute.set_tf32(options_.tf32);
-      rep.graph.reset();  // the optimizer's values and the options may have changed
+      rep.graph.reset();  // the options may have changed
       rep.graph_key = {};
-      // Also forget the last fit's shapes: the first step of a fit runs eagerly,
-      // as it may allocate (Sgd's velocity when momentum was switched on) or
-      // plan a cuBLASLt shape for buffers that moved, neither allowed in a capture.
+      // Also forget the last fit's shapes: the first step of a fit runs
+      // eagerly, as it may plan a cuBLASLt shape for buffers that moved,
+      // which a capture does not allow.
       rep.last_key = {};
       rep.prefetched = false;
-      ctx(r).compute.synchronize();
     });
     // Built once, so that no step allocates.
     job_ = [this, &run](int r) {
@@ -137,37 +127,99 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
 
   template <class Model>
-  const float* train_step(const Optimizer& optimizer, const data_type& data, StepBatch batch, StepBatch next) {
+  const float* train_step(const Optimizer& optimizer, const data_type& data, StepBatch batch, StepBatch next,
+                          std::uint64_t key) {
     optimizer_ = optimizer;
     step_data_ = &data;
     step_batch_ = batch;
     next_batch_ = next;
+    step_key_ = key;
     run_on_replicas(job_);
     return current<Model>().replicas[0]->stats.data();
   }
 
+  // The live parameters and state into `model` (replica 0's: all agree).
   template <class Model>
-  void end_fit(Model& model) {
+  void copy_out(Model& model) {
     Replica<Model>& rep = *current<Model>().replicas[0];
     gpu::DeviceGuard on(devices_[0]);
-    LOCKSTEP_CUDA_CHECK(cudaMemcpy(model.parameters().data(), rep.params.data(), Model::kParams * sizeof(float),
-                                   cudaMemcpyDeviceToHost));
+    ctx(0).compute.to_host(model.parameters().data(), rep.params.data(), Model::kParams);
+    ctx(0).compute.to_host(model.state().data(), rep.state.data(), Model::kState);
+  }
+  template <class Model>
+  void end_fit(Model& model) {
+    copy_out(model);
   }
 
-  // Loss and metric sums over `data`, with `params` (host memory) or, when
-  // null, the trained parameters of the current fit.
   template <class Model>
-  std::vector<double> evaluate(const float* params, const data_type& data, std::size_t batch_size) {
+  Snapshot snapshot() {
+    RunState<Model>& run = current<Model>();
+    Snapshot out;
+    out.params.resize(Model::kParams);
+    out.state.resize(Model::kState);
+    {
+      gpu::DeviceGuard on(devices_[0]);
+      ctx(0).compute.to_host(out.params.data(), run.replicas[0]->params.data(), Model::kParams);
+      ctx(0).compute.to_host(out.state.data(), run.replicas[0]->state.data(), Model::kState);
+    }
+    if constexpr (is_detected<slots_probe, state_type>) {
+      for (int r = 0; r < replicas(); ++r) {
+        Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+        if (!rep.opt_state) continue;
+        gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
+        const auto [first, last] = rule::optimizer_range(*group_, r, Model::kParams, Model::kParams + kStats);
+        std::size_t slot = 0;
+        rep.opt_state->for_each_slot([&, first = first, last = last](const char* name, float* data, std::size_t size) {
+          if (out.slots.size() <= slot) out.slots.push_back({name, std::vector<float>(size)});
+          if (first < last && first < size)
+            ctx(r).compute.to_host(out.slots[slot].values.data() + first, data + first, std::min(last, size) - first);
+          ++slot;
+        });
+        if (r == 0) out.iterations = rep.opt_state->iterations();
+      }
+    }
+    return out;
+  }
+  template <class Model>
+  void restore(Model& model, const Snapshot& from, std::size_t capacity, std::size_t label_width) {
+    require(from.params.size() == Model::kParams && from.state.size() == Model::kState, "restore: the snapshot has ",
+            from.params.size(), " parameters and ", from.state.size(), " state values, the model has ",
+            Model::kParams, " and ", Model::kState);
+    RunState<Model>& run = run_state(model, capacity, label_width);
+    on_replicas([&](int r) {
+      Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+      load(rep, ctx(r).compute, from.params.data(), from.state.data());
+      if constexpr (is_detected<slots_probe, state_type>) {
+        if (!rep.opt_state) return;
+        std::size_t slot = 0;
+        rep.opt_state->for_each_slot([&](const char* name, float* data, std::size_t size) {
+          require(slot < from.slots.size() && from.slots[slot].values.size() == size, "restore: optimizer slot '",
+                  name, "' of ", size, " values is missing from the snapshot or has another size");
+          ctx(r).compute.from_host(data, from.slots[slot].values.data(), size);
+          ++slot;
+        });
+        rep.opt_state->set_iterations(from.iterations);
+      }
+    });
+  }
+
+  // Loss and metric sums over `data`, with `params` and `state` (host
+  // memory) or, when null, the trained ones of the current fit.
+  template <class Model>
+  std::vector<double> evaluate(const float* params, const float* state, const data_type& data,
+                               std::size_t batch_size) {
     require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
     const int n = replicas(), total = global_replicas(), base = process_rank() * n;
     const std::size_t capacity = Loader::slice_capacity(batch_size, total);
     std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
     on_replicas([&](int r) {
       gpu::Context& c = ctx(r).compute;
-      Inference<Model> inf(capacity, params);
-      const float* p = params ? inf.upload(c, params) : current<Model>().replicas[r]->params.data();
+      Inference<Model> inf(capacity, params != nullptr);
+      const float* p = params ? inf.upload(c, params, state) : current<Model>().replicas[r]->params.data();
+      float* s = params ? inf.state.data() : current<Model>().replicas[r]->state.data();
       gpu::DeviceBuffer<label_type> labels(capacity * data.label_width());
-      gpu::DeviceBuffer<float> rows_out(capacity * kStats);
+      gpu::DeviceBuffer<float> row_stats(capacity * kStats), stats(kStats);
+      gpu::PinnedBuffer<float> host_stats(kStats);
       double* mine = sums.data() + static_cast<std::size_t>(r) * kStats;
       Loader::for_each_slice(data.size(), batch_size, base + r, total, [&](std::size_t first, int rows) {
         if (rows == 0) return;
@@ -177,16 +229,11 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
         LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(labels.data(), data.labels(first),
                                             count * data.label_width() * sizeof(label_type), cudaMemcpyHostToDevice,
                                             c.stream()));
-        const float* out = Model::forward(c, p, inf.x.data(), rows, inf.ws);
-        float* row_stats = rows_out.data();
-        Loss::template forward_backward<Model::kOutputs>(c, out, labels.data(), rows, 1.0f, row_stats,
-                                                         static_cast<float*>(nullptr));
-        [[maybe_unused]] std::size_t m = 1;
-        (c.for_each_row(count, Metric::template row<Model::kOutputs>(out, labels.data(), row_stats + m++ * capacity)),
-         ...);
-        for (std::size_t i = 0; i < kStats; ++i)  // Thrust's reduction, on this replica's stream
-          mine[i] += thrust::reduce(thrust::cuda::par.on(c.stream()), row_stats + i * capacity,
-                                    row_stats + i * capacity + count, 0.0, thrust::plus<double>());
+        const float* out = Model::forward(c, Pass{}, p, s, inf.x.data(), rows, inf.ws);
+        skeleton::template loss_and_metrics<Model::kOutputs>(c, out, labels.data(), rows, 1.0f, row_stats.data(),
+                                                             capacity, static_cast<float*>(nullptr), stats.data());
+        c.to_host(host_stats.data(), stats.data(), kStats);
+        for (std::size_t i = 0; i < kStats; ++i) mine[i] += host_stats.data()[i];
       });
       c.synchronize();
     });
@@ -194,21 +241,22 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
 
   template <class Model>
-  std::vector<float> predict(const float* params, const float* features, std::size_t samples, std::size_t batch_size) {
+  std::vector<float> predict(const float* params, const float* state, const float* features, std::size_t samples,
+                             std::size_t batch_size) {
     std::vector<float> out(samples * Model::kOutputs);
     const int n = replicas();
     const std::size_t capacity = Loader::slice_capacity(batch_size, n);
     on_replicas([&](int r) {
       gpu::Context& c = ctx(r).compute;
-      Inference<Model> inf(capacity, params);
-      const float* p = inf.upload(c, params);
+      Inference<Model> inf(capacity, true);
+      const float* p = inf.upload(c, params, state);
       Loader::for_each_slice(samples, batch_size, r, n, [&](std::size_t first, int rows) {
         if (rows == 0) return;
         const std::size_t count = static_cast<std::size_t>(rows);
         LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(inf.x.data(), features + first * Model::kInputs,
                                             count * Model::kInputs * sizeof(float), cudaMemcpyHostToDevice,
                                             c.stream()));
-        const float* y = Model::forward(c, p, inf.x.data(), rows, inf.ws);
+        const float* y = Model::forward(c, Pass{}, p, inf.state.data(), inf.x.data(), rows, inf.ws);
         LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(out.data() + first * Model::kOutputs, y,
                                             count * Model::kOutputs * sizeof(float), cudaMemcpyDeviceToHost,
                                             c.stream()));
@@ -249,9 +297,9 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // The memory of one replica for one model, on its device.
   template <class Model>
   struct Replica {
-    Replica(const Optimizer& opt, bool owns_variables)
-        : params(Model::kParams), grads(Model::kParams + kStats), stats(kStats) {
-      if (owns_variables) opt_state.emplace(opt, Model::kParams);
+    Replica(const Optimizer& opt, bool holds_optimizer_state)
+        : params(Model::kParams), grads(Model::kParams + kStats), state(Model::kState), stats(kStats), key(1) {
+      if (holds_optimizer_state) opt_state.emplace(opt, Model::kParams);
     }
     void resize(std::size_t capacity, std::size_t label_width) {
       ws = Workspace<Model>(static_cast<int>(capacity));
@@ -262,7 +310,8 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       for (auto& p : pinned_labels) p.resize(capacity * label_width);
     }
     gpu::DeviceBuffer<float> params, grads;  // grads: kParams gradients, then the step's kStats sums
-    std::optional<typename Optimizer::template State<Cuda>> opt_state;  // the replicas that own variables
+    gpu::DeviceBuffer<float> state;          // non-trainable: every replica its own, kept equal by the layers
+    std::optional<state_type> opt_state;     // where the rule keeps optimizer state
     Workspace<Model> ws;
     gpu::DeviceBuffer<float> x;
     gpu::DeviceBuffer<label_type> labels;
@@ -270,28 +319,106 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     std::array<gpu::PinnedBuffer<float>, 2> pinned_x;  // double-buffered host staging of the slices
     std::array<gpu::PinnedBuffer<label_type>, 2> pinned_labels;
     gpu::PinnedBuffer<float> stats;  // the reduced sums, read by the trainer's loop
+    gpu::PinnedBuffer<std::uint64_t> key;  // the step's random key, read by kernels when they run
     int parity = 0;
     bool prefetched = false;  // pinned_*[parity] already holds this step's slice
-    std::array<gpu::Event, Model::kLayers + 1> ready;  // backward -> communication, per layer
+    std::array<gpu::Event, Model::kLayers + 1> ready;  // backward -> communication, per part
     gpu::Event reduced;                                   // communication -> optimizer
+    gpu::Event to_comm, from_comm;                        // a pass's sum over replicas, on the comm stream
     gpu::Graph graph;
     std::pair<std::size_t, std::size_t> graph_key{};      // (rows, count) the graph was captured for
     std::pair<std::size_t, std::size_t> last_key{};       // the previous eager step's
   };
   template <class Model>
   using RunState = ModelStates::Of<Replica<Model>>;
-  // Parameters and buffers of one evaluate or predict call.
+  // Parameters, state and buffers of one evaluate or predict call.
   template <class Model>
   struct Inference {
-    Inference(std::size_t capacity, const float* host_params)
-        : ws(static_cast<int>(capacity)), x(capacity * Model::kInputs), params(host_params ? Model::kParams : 0) {}
-    const float* upload(gpu::Context& c, const float* host_params) {
-      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(params.data(), host_params, Model::kParams * sizeof(float),
-                                          cudaMemcpyHostToDevice, c.stream()));
+    Inference(std::size_t capacity, bool own_params)
+        : ws(static_cast<int>(capacity)), x(capacity * Model::kInputs), params(own_params ? Model::kParams : 0),
+          state(own_params ? Model::kState : 0) {}
+    const float* upload(gpu::Context& c, const float* host_params, const float* host_state) {
+      c.from_host(params.data(), host_params, Model::kParams);
+      c.from_host(state.data(), host_state, Model::kState);
       return params.data();
     }
     Workspace<Model> ws;
-    gpu::DeviceBuffer<float> x, params;
+    gpu::DeviceBuffer<float> x, params, state;
+  };
+
+  // A pass's sum over replicas: on the communication stream, ordered after
+  // the compute stream's work so far and before what follows, so that it
+  // keeps its place among the step's other collective calls.
+  template <class Model>
+  struct ReplicaSum {
+    group_type* group;
+    Replica<Model>* rep;
+    int replica;
+    cudaStream_t compute, comm;
+    template <class T>
+    void operator()(T* data, std::size_t count) const {
+      static_assert(std::is_same_v<T, float>, "The sum over replicas of a training pass is in float.");
+      rep->to_comm.record(compute);
+      rep->to_comm.wait_in(comm);
+      group->all_reduce(replica, data, count, comm);
+      rep->from_comm.record(comm);
+      rep->from_comm.wait_in(compute);
+    }
+  };
+
+  // The view of one replica's step that the skeleton and the rule use.
+  template <class Model>
+  class ReplicaStep {
+   public:
+    using group_type = typename Executor::group_type;
+    using state_type = typename Executor::state_type;
+    using context_type = gpu::Context;
+    using pass_type = BasicPass<ReplicaSum<Model>>;
+    static constexpr bool kSharedMemory = false;
+    static constexpr bool kCanOverlap = true;
+
+    ReplicaStep(Executor& ex, Replica<Model>& rep, int r, pass_type pass)
+        : ex_(ex), rep_(rep), r_(r), pass_(pass), ctx_(ex.ctx(r).compute), comm_(ex.ctx(r).comm.get()) {}
+    group_type& group() { return *ex_.group_; }
+    int replica() const { return r_; }
+    cudaStream_t queue() const { return ctx_.stream(); }
+    gpu::Context& context() { return ctx_; }
+    const pass_type& pass() const { return pass_; }
+    float* grads() { return rep_.grads.data(); }
+    std::size_t count() const { return Model::kParams + kStats; }
+    std::size_t params_count() const { return Model::kParams; }
+    float* variables() { return rep_.params.data(); }
+    float* state() { return rep_.state.data(); }
+    const float* x() const { return rep_.x.data(); }
+    const label_type* labels() const { return rep_.labels.data(); }
+    float* row_stats() { return rep_.row_stats.data(); }
+    Workspace<Model>& workspace() { return rep_.ws; }
+    template <class Grads>
+    void update(std::size_t first, std::size_t last, Grads grads) {
+      rep_.opt_state->step(ctx_, rep_.params.data(), grads, first, last);
+    }
+    // The all-reduce of grads [offset, offset + size) on the communication
+    // stream, once the compute stream has produced it.
+    std::size_t parts_started() const { return parts_; }
+    void reduce_part(std::size_t offset, std::size_t size) {
+      gpu::Event& ready = rep_.ready[parts_++];
+      ready.record(ctx_.stream());
+      ready.wait_in(comm_);
+      ex_.group_->all_reduce(r_, rep_.grads.data() + offset, size, comm_);
+    }
+    void wait_parts() {
+      rep_.reduced.record(comm_);
+      rep_.reduced.wait_in(ctx_.stream());
+    }
+
+   private:
+    Executor& ex_;
+    Replica<Model>& rep_;
+    int r_;
+    pass_type pass_;
+    gpu::Context& ctx_;
+    cudaStream_t comm_;
+    std::size_t parts_ = 0;
   };
 
   template <class Model>
@@ -303,7 +430,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     bool fresh = false;
     RunState<Model>& run = states_.get<Replica<Model>>(
         model, replicas(), capacity, label_width, [&](auto&& f) { on_replicas(f); },
-        [&](int r) { return std::make_unique<Replica<Model>>(optimizer_, !kCentral || r == 0); }, &fresh);
+        [&](int r) { return std::make_unique<Replica<Model>>(optimizer_, rule::holds_optimizer_state(r)); }, &fresh);
     if (fresh)
       forget_graphs_ = [this] {
         for (auto& rep : current<Model>().replicas) {
@@ -313,6 +440,12 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
         }
       };
     return run;
+  }
+
+  template <class Model>
+  static void load(Replica<Model>& rep, gpu::Context& c, const float* params, const float* state) {
+    c.from_host(rep.params.data(), params, Model::kParams);
+    c.from_host(rep.state.data(), state, Model::kState);
   }
 
   // Runs f(r) on every replica's thread with its device current. After a
@@ -341,7 +474,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // then the group aborts its device work, and only then can the devices drain.
   void on_replicas_after_failure() {
     if (forget_graphs_) forget_graphs_();
-    group_->release_after_failure();
+    release_after_failure(*group_);
     for (std::size_t r = 0; r < devices_.size(); ++r) {
       gpu::DeviceGuard on(devices_[r]);
       cudaDeviceSynchronize();  // let enqueued work drain before the group is rebuilt
@@ -389,18 +522,33 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.labels.data(), rep.pinned_labels[rep.parity].data(),
                                         rows * width * sizeof(label_type), cudaMemcpyHostToDevice, c.stream()));
 
+    // The step's scalars, where the kernels (also those of a replayed graph)
+    // read them: the previous step has finished, so nothing reads them now.
+    if (rep.opt_state) prepare_step(*rep.opt_state, optimizer_);
+    *rep.key.data() = step_key_;
+    BasicPass<ReplicaSum<Model>> pass;
+    pass.mode = Mode::kTraining;
+    pass.first_row = lo;
+    pass.key = step_key_;
+    pass.key_at = rep.key.data();
+    pass.sum = ReplicaSum<Model>{&*group_, &rep, r, c.stream(), ctx(r).comm.get()};
+    const auto enqueue = [&] {
+      ReplicaStep<Model> step(*this, rep, r, pass);
+      skeleton::template train<Model, rule>(step, static_cast<int>(rows), step_batch_.count);
+    };
+
     // Eager the first time a shape is seen (cuBLAS and NCCL set themselves up
     // outside any capture), captured the second time, replayed after that.
     const std::pair<std::size_t, std::size_t> key{rows, step_batch_.count};
-    const bool capturable = options_.graphs && group_type::kCapturable;
+    const bool capturable = options_.graphs && detail::capturable<group_type>::value;
     if (capturable && rep.graph.ready() && rep.graph_key == key) {
       rep.graph.launch(c.stream());
     } else if (capturable && rep.last_key == key && !rep.graph.ready()) {
-      rep.graph.capture(c.stream(), [&] { enqueue_step<Model>(rep, r, static_cast<int>(rows), step_batch_.count); });
+      rep.graph.capture(c.stream(), enqueue);
       rep.graph_key = key;
       rep.graph.launch(c.stream());
     } else {
-      enqueue_step<Model>(rep, r, static_cast<int>(rows), step_batch_.count);
+      enqueue();
       rep.last_key = key;
     }
     LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.stats.data(), rep.grads.data() + Model::kParams, kStats * sizeof(float),
@@ -415,56 +563,6 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
              rep.pinned_labels[rep.parity].data());
     }
     wait_for(r, c.stream());
-  }
-
-  // Forward, loss, backward, all-reduce and update of one replica, enqueued
-  // on its streams (and recorded, when a graph is being captured).
-  template <class Model>
-  void enqueue_step(Replica<Model>& rep, int r, int rows, std::size_t count) {
-    gpu::Context& c = ctx(r).compute;
-    cudaStream_t comm = ctx(r).comm.get();
-    const std::size_t n = static_cast<std::size_t>(rows), cap = static_cast<std::size_t>(rep.ws.capacity());
-    float* grads = rep.grads.data();
-    float* stats = grads + Model::kParams;
-    const float* out = Model::forward(c, rep.params.data(), rep.x.data(), rows, rep.ws);
-    // Weighting by the global count makes the summed gradients the mean over
-    // the real samples of the batch, whatever the slices' sizes.
-    float* row_stats = rep.row_stats.data();
-    Loss::template forward_backward<Model::kOutputs>(c, out, rep.labels.data(), rows, 1.0f / static_cast<float>(count),
-                                                     row_stats, rep.ws.output_grad());
-    [[maybe_unused]] std::size_t m = 1;
-    (c.for_each_row(n, Metric::template row<Model::kOutputs>(out, rep.labels.data(), row_stats + m++ * cap)), ...);
-    for (std::size_t i = 0; i < kStats; ++i) c.for_each_index(1, kernels::SumInto{row_stats + i * cap, n, stats + i});
-
-    if constexpr (kCentral) {
-      // Gradients to the central GPU, which updates the variables and sends them out.
-      Model::backward(c, rep.params.data(), rep.x.data(), rows, rep.ws, grads);
-      group_->reduce_to_root(r, grads, Model::kParams + kStats, c.stream());
-      if (r == 0) rep.opt_state->step(c, optimizer_, rep.params.data(), grads);
-      group_->copy_from_root(r, rep.params.data(), Model::kParams, c.stream());
-      return;
-    } else if constexpr (group_type::kPartial) {
-      // Each layer's gradient goes to the collective as soon as it is ready;
-      // the step's sums ride with the first chunk, the last layer's. Only the
-      // first: after a parameter-free last layer (an activation, a softmax)
-      // the layer before it also ends at kParams, and reducing the sums twice
-      // would multiply them by the replica count.
-      std::size_t layer = 0;
-      Model::backward(c, rep.params.data(), rep.x.data(), rows, rep.ws, grads, [&](std::size_t offset, std::size_t size) {
-        if (layer == 0 && offset + size == Model::kParams) size += kStats;
-        if (size == 0) return;
-        gpu::Event& ready = rep.ready[layer++];
-        ready.record(c.stream());
-        ready.wait_in(comm);
-        group_->all_reduce(r, grads + offset, size, comm);
-      });
-      rep.reduced.record(comm);
-      rep.reduced.wait_in(c.stream());
-    } else {
-      Model::backward(c, rep.params.data(), rep.x.data(), rows, rep.ws, grads);
-      group_->all_reduce(r, grads, Model::kParams + kStats, c.stream());
-    }
-    rep.opt_state->step(c, optimizer_, rep.params.data(), grads);
   }
 
   Optimizer optimizer_;
@@ -484,6 +582,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   };
   const data_type* step_data_ = nullptr;
   StepBatch step_batch_, next_batch_;
+  std::uint64_t step_key_ = 0;
 };
 
 }  // namespace detail
