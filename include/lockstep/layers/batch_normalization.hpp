@@ -133,20 +133,17 @@ struct Normalize {
     y[i] = gamma[c] * ((x[i] - mean[c]) * inv_std[c]) + beta[c];
   }
 };
-// Inference: the same with the moving statistics.
+// Inference's statistics: mean = the moving mean, inv_std from the moving variance.
 template <class T>
-struct NormalizeMoving {
-  const T* x;
-  T* y;
+struct MovingStatistics {
   const T* moving_mean;
   const T* moving_var;
-  const T* gamma;
-  const T* beta;
-  int channels;
-  T epsilon;
-  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::size_t c = i % static_cast<std::size_t>(channels);
-    y[i] = gamma[c] * ((x[i] - moving_mean[c]) / std::sqrt(moving_var[c] + epsilon)) + beta[c];
+  T* mean;
+  T* inv_std;
+  double epsilon;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
+    mean[c] = moving_mean[c];
+    inv_std[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(moving_var[c]) + epsilon));
   }
 };
 // Backward, per channel: dbeta = sum dy, dgamma = sum dy xhat (this replica's
@@ -248,16 +245,13 @@ struct BatchNormalization {
       const T* beta = s.params + C;
       T* moving_mean = s.state;
       T* moving_var = s.state + C;
-      if (!pass.training()) {
-        ctx.for_each_index(outer * C, kernels::NormalizeMoving<T>{x, y, moving_mean, moving_var, gamma, beta, kChannels,
-                                                                  static_cast<T>(Hyper::kEpsilon)});
-        return;
-      }
       T* mean = s.scratch;
       T* inv_std = mean + C;
       T* sums = inv_std + C;
       T* count = sums + 2 * C + 1;
-      if constexpr (Synchronized) {
+      if (!pass.training()) {
+        ctx.for_each_index(C, kernels::MovingStatistics<T>{moving_mean, moving_var, mean, inv_std, Hyper::kEpsilon});
+      } else if constexpr (Synchronized) {
         // The global mean, then the global sum of squared deviations from it:
         // two small sums over replicas, exact where the one-pass formula cancels.
         ctx.for_each_index(C, kernels::ChannelSums<T>{x, sums, outer, kChannels});

@@ -141,65 +141,32 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // The live parameters and state into `model` (replica 0's: all agree).
   template <class Model>
   void copy_out(Model& model) {
+    copy_out_to<Model>(model.parameters().data(), model.state().data());
+  }
+  template <class Model>
+  void copy_out_to(float* params, float* state) {
     Replica<Model>& rep = *current<Model>().replicas[0];
     gpu::DeviceGuard on(devices_[0]);
-    ctx(0).compute.to_host(model.parameters().data(), rep.params.data(), Model::kParams);
-    ctx(0).compute.to_host(model.state().data(), rep.state.data(), Model::kState);
+    ctx(0).compute.to_host(params, rep.params.data(), Model::kParams);
+    ctx(0).compute.to_host(state, rep.state.data(), Model::kState);
   }
-  template <class Model>
-  void end_fit(Model& model) {
-    copy_out(model);
-  }
-
-  template <class Model>
-  Snapshot snapshot() {
-    RunState<Model>& run = current<Model>();
-    Snapshot out;
-    out.params.resize(Model::kParams);
-    out.state.resize(Model::kState);
-    {
-      gpu::DeviceGuard on(devices_[0]);
-      ctx(0).compute.to_host(out.params.data(), run.replicas[0]->params.data(), Model::kParams);
-      ctx(0).compute.to_host(out.state.data(), run.replicas[0]->state.data(), Model::kState);
+  // f(r, state, ctx) for each replica r that holds optimizer state, its device current.
+  template <class Model, class F>
+  void for_each_optimizer_state(F&& f) {
+    for (int r = 0; r < replicas(); ++r) {
+      Replica<Model>& rep = *current<Model>().replicas[static_cast<std::size_t>(r)];
+      gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
+      if (rep.opt_state) f(r, *rep.opt_state, ctx(r).compute);
     }
-    if constexpr (is_detected<slots_probe, state_type>) {
-      for (int r = 0; r < replicas(); ++r) {
-        Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
-        if (!rep.opt_state) continue;
-        gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
-        const auto [first, last] = rule::optimizer_range(*group_, r, Model::kParams, Model::kParams + kStats);
-        std::size_t slot = 0;
-        rep.opt_state->for_each_slot([&, first = first, last = last](const char* name, float* data, std::size_t size) {
-          if (out.slots.size() <= slot) out.slots.push_back({name, std::vector<float>(size)});
-          if (first < last && first < size)
-            ctx(r).compute.to_host(out.slots[slot].values.data() + first, data + first, std::min(last, size) - first);
-          ++slot;
-        });
-        if (r == 0) out.iterations = rep.opt_state->iterations();
-      }
-    }
-    return out;
   }
   template <class Model>
   void restore(Model& model, const Snapshot& from, std::size_t capacity, std::size_t label_width) {
-    require(from.params.size() == Model::kParams && from.state.size() == Model::kState, "restore: the snapshot has ",
-            from.params.size(), " parameters and ", from.state.size(), " state values, the model has ",
-            Model::kParams, " and ", Model::kState);
+    check_snapshot<Model>(from);
     RunState<Model>& run = run_state(model, capacity, label_width);
     on_replicas([&](int r) {
       Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
       load(rep, ctx(r).compute, from.params.data(), from.state.data());
-      if constexpr (is_detected<slots_probe, state_type>) {
-        if (!rep.opt_state) return;
-        std::size_t slot = 0;
-        rep.opt_state->for_each_slot([&](const char* name, float* data, std::size_t size) {
-          require(slot < from.slots.size() && from.slots[slot].values.size() == size, "restore: optimizer slot '",
-                  name, "' of ", size, " values is missing from the snapshot or has another size");
-          ctx(r).compute.from_host(data, from.slots[slot].values.data(), size);
-          ++slot;
-        });
-        rep.opt_state->set_iterations(from.iterations);
-      }
+      if (rep.opt_state) scatter_slots(*rep.opt_state, ctx(r).compute, from);
     });
   }
 
@@ -368,7 +335,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   // The view of one replica's step that the skeleton and the rule use.
   template <class Model>
-  class ReplicaStep {
+  class ReplicaStep : public ReplicaBuffers<Model, Replica<Model>, kStats> {
    public:
     using group_type = typename Executor::group_type;
     using state_type = typename Executor::state_type;
@@ -378,42 +345,34 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     static constexpr bool kCanOverlap = true;
 
     ReplicaStep(Executor& ex, Replica<Model>& rep, int r, pass_type pass)
-        : ex_(ex), rep_(rep), r_(r), pass_(pass), ctx_(ex.ctx(r).compute), comm_(ex.ctx(r).comm.get()) {}
+        : ReplicaBuffers<Model, Replica<Model>, kStats>(rep), ex_(ex), r_(r), pass_(pass),
+          ctx_(ex.ctx(r).compute), comm_(ex.ctx(r).comm.get()) {}
     group_type& group() { return *ex_.group_; }
     int replica() const { return r_; }
     cudaStream_t queue() const { return ctx_.stream(); }
     gpu::Context& context() { return ctx_; }
     const pass_type& pass() const { return pass_; }
-    float* grads() { return rep_.grads.data(); }
-    std::size_t count() const { return Model::kParams + kStats; }
-    std::size_t params_count() const { return Model::kParams; }
-    float* variables() { return rep_.params.data(); }
-    float* state() { return rep_.state.data(); }
-    const float* x() const { return rep_.x.data(); }
-    const label_type* labels() const { return rep_.labels.data(); }
-    float* row_stats() { return rep_.row_stats.data(); }
-    Workspace<Model>& workspace() { return rep_.ws; }
+    float* variables() { return this->rep_.params.data(); }
     template <class Grads>
     void update(std::size_t first, std::size_t last, Grads grads) {
-      rep_.opt_state->step(ctx_, rep_.params.data(), grads, first, last);
+      this->rep_.opt_state->step(ctx_, this->rep_.params.data(), grads, first, last);
     }
     // The all-reduce of grads [offset, offset + size) on the communication
     // stream, once the compute stream has produced it.
     std::size_t parts_started() const { return parts_; }
     void reduce_part(std::size_t offset, std::size_t size) {
-      gpu::Event& ready = rep_.ready[parts_++];
+      gpu::Event& ready = this->rep_.ready[parts_++];
       ready.record(ctx_.stream());
       ready.wait_in(comm_);
-      ex_.group_->all_reduce(r_, rep_.grads.data() + offset, size, comm_);
+      ex_.group_->all_reduce(r_, this->rep_.grads.data() + offset, size, comm_);
     }
     void wait_parts() {
-      rep_.reduced.record(comm_);
-      rep_.reduced.wait_in(ctx_.stream());
+      this->rep_.reduced.record(comm_);
+      this->rep_.reduced.wait_in(ctx_.stream());
     }
 
    private:
     Executor& ex_;
-    Replica<Model>& rep_;
     int r_;
     pass_type pass_;
     gpu::Context& ctx_;

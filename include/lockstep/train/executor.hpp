@@ -13,21 +13,27 @@
 //   train_step<Model>(optimizer, data, batch, next_batch, key) -> const float*
 //       one synchronous step with random key `key`; returns the step's
 //       reduced loss and metric sums
-//   copy_out<Model>(model), end_fit<Model>(model)
-//                                              the live parameters and state into model
-//   snapshot<Model>() -> Snapshot, restore<Model>(model, snapshot, capacity, label_width)
+//   copy_out<Model>(model)                     the live parameters and state into model
+//   copy_out_to<Model>(params, state), for_each_optimizer_state<Model>(f(r, state, ctx))
+//                                              what take_snapshot gathers
+//   restore<Model>(model, snapshot, capacity, label_width)
 //   evaluate<Model>(params, state, or nullptr for the trained ones, data, batch) -> sums
 //   predict<Model>(params, state, features, samples, batch) -> outputs
 // The host's is in train/host_executor.hpp; the CUDA one in
 // train/cuda_executor.cuh, included by <lockstep/cuda.hpp>.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "lockstep/core/error.hpp"
+#include "lockstep/core/traits.hpp"
+#include "lockstep/optim/optimizer.hpp"
 
 namespace lockstep {
 
@@ -148,6 +154,60 @@ class ModelStates {
   const void* type_ = nullptr;
   std::uint64_t model_ = 0;
 };
+
+// The optimizer part of a snapshot, from replica `replica`'s state: each
+// slot whole in `out`, this replica filling the range its rule says it holds.
+template <class Rule, class Group, class State, class Ctx>
+void gather_slots(const Group& group, int replica, std::size_t params, std::size_t count, State& state, Ctx& ctx,
+                  Snapshot& out) {
+  if constexpr (is_detected<slots_probe, State>) {
+    const auto [first, last] = Rule::optimizer_range(group, replica, params, count);
+    std::size_t slot = 0;
+    state.for_each_slot([&, first = first, last = last](const char* name, float* data, std::size_t size) {
+      if (out.slots.size() <= slot) out.slots.push_back({name, std::vector<float>(size)});
+      if (first < last && first < size)
+        ctx.to_host(out.slots[slot].values.data() + first, data + first, std::min(last, size) - first);
+      ++slot;
+    });
+    if (replica == 0) out.iterations = state.iterations();
+  }
+}
+// The whole of every slot, and the step count, back into a replica's state.
+template <class State, class Ctx>
+void scatter_slots(State& state, Ctx& ctx, const Snapshot& from) {
+  if constexpr (is_detected<slots_probe, State>) {
+    std::size_t slot = 0;
+    state.for_each_slot([&](const char* name, float* data, std::size_t size) {
+      require(slot < from.slots.size() && from.slots[slot].values.size() == size, "restore: optimizer slot '", name,
+              "' of ", size, " values is missing from the snapshot or has another size");
+      ctx.from_host(data, from.slots[slot].values.data(), size);
+      ++slot;
+    });
+    state.set_iterations(from.iterations);
+  }
+}
+// Every variable, the state and the optimizer state of an executor's current
+// run of Model, whatever the strategy: the executor gives its replica 0's
+// parameters and state (copy_out_to) and each replica's optimizer state with
+// the context it lives on (for_each_optimizer_state).
+template <class Model, class Exec>
+Snapshot take_snapshot(Exec& exec) {
+  Snapshot out;
+  out.params.resize(Model::kParams);
+  out.state.resize(Model::kState);
+  exec.template copy_out_to<Model>(out.params.data(), out.state.data());
+  exec.template for_each_optimizer_state<Model>([&](int r, auto& state, auto& ctx) {
+    gather_slots<typename Exec::rule>(exec.group(), r, Model::kParams, Model::kParams + Exec::kStats, state, ctx, out);
+  });
+  return out;
+}
+
+template <class Model>
+void check_snapshot(const Snapshot& from) {
+  require(from.params.size() == Model::kParams && from.state.size() == Model::kState, "restore: the snapshot has ",
+          from.params.size(), " parameters and ", from.state.size(), " state values, the model has ", Model::kParams,
+          " and ", Model::kState);
+}
 
 template <class T, class = void>
 struct is_complete : std::false_type {};

@@ -39,7 +39,7 @@ class FitView {
   }
   Optimizer& optimizer() { return optimizer_; }
   const RunState& run() const { return run_; }
-  Snapshot snapshot() { return exec_.template snapshot<Model>(); }
+  Snapshot snapshot() { return detail::take_snapshot<Model>(exec_); }
   void stop_training() { stop_ = true; }
   bool stop_requested() const { return stop_; }
 

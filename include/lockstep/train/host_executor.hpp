@@ -113,27 +113,24 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // The live parameters and state into `model` (replica 0's: all agree).
   template <class Model>
   void copy_out(Model& model) {
+    copy_out_to<Model>(model.parameters().data(), model.state().data());
+  }
+  template <class Model>
+  void copy_out_to(float* params, float* state) {
     RunState<Model>& run = current<Model>();
     const float* p = variables_of(run, 0);
-    std::copy(p, p + Model::kParams, model.parameters().begin());
+    std::copy(p, p + Model::kParams, params);
     const float* s = run.replicas[0]->state.data();
-    if (Model::kState) std::copy(s, s + Model::kState, model.state().begin());
+    std::copy(s, s + Model::kState, state);
   }
-  template <class Model>
-  void end_fit(Model& model) {
-    copy_out(model);
-  }
-
-  // Every variable and every piece of optimizer state, whatever the strategy.
-  template <class Model>
-  Snapshot snapshot() {
-    RunState<Model>& run = current<Model>();
-    Snapshot out;
-    out.params.resize(Model::kParams);
-    out.state.resize(Model::kState);
-    copy_out_to(run, out.params.data(), out.state.data());
-    gather_optimizer<Model>(run, out);
-    return out;
+  // f(r, state, ctx) for each replica r that holds optimizer state.
+  template <class Model, class F>
+  void for_each_optimizer_state(F&& f) {
+    host::Context ctx;
+    for (int r = 0; r < replicas(); ++r) {
+      Replica<Model>& rep = *current<Model>().replicas[static_cast<std::size_t>(r)];
+      if (rep.opt_state) f(r, *rep.opt_state, ctx);
+    }
   }
   template <class Model>
   void restore(Model& model, const Snapshot& from, std::size_t capacity, std::size_t label_width) {
@@ -141,7 +138,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     RunState<Model>& run = run_state(model, capacity, label_width);
     pool_.run([&](int r) {
       load(run, r, from.params.data(), from.state.data());
-      scatter_optimizer<Model>(run, r, from);
+      Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+      host::Context ctx;
+      if (rep.opt_state) scatter_slots(*rep.opt_state, ctx, from);
     });
   }
 
@@ -236,7 +235,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   // The view of one replica's step that the skeleton and the rule use.
   template <class Model>
-  class ReplicaStep {
+  class ReplicaStep : public ReplicaBuffers<Model, Replica<Model>, kStats> {
    public:
     using group_type = typename Executor::group_type;
     using state_type = typename Executor::state_type;
@@ -245,30 +244,21 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     static constexpr bool kCanOverlap = false;
 
     ReplicaStep(Executor& ex, RunState<Model>& run, int r, BasicPass<ReplicaSum> pass)
-        : ex_(ex), rep_(*run.replicas[static_cast<std::size_t>(r)]), r_(r), pass_(pass),
-          variables_(variables_of(run, r)) {}
+        : ReplicaBuffers<Model, Replica<Model>, kStats>(*run.replicas[static_cast<std::size_t>(r)]), ex_(ex), r_(r),
+          pass_(pass), variables_(variables_of(run, r)) {}
     group_type& group() { return *ex_.group_; }
     int replica() const { return r_; }
     host::Queue queue() const { return {}; }
     host::Context& context() { return ctx_; }
     const BasicPass<ReplicaSum>& pass() const { return pass_; }
-    float* grads() { return rep_.grads.data(); }
-    std::size_t count() const { return Model::kParams + kStats; }
-    std::size_t params_count() const { return Model::kParams; }
     float* variables() { return variables_; }
-    float* state() { return rep_.state.data(); }
-    const float* x() const { return rep_.x.data(); }
-    const label_type* labels() const { return rep_.labels.data(); }
-    float* row_stats() { return rep_.row_stats.data(); }
-    typename Model::Workspace& workspace() { return rep_.ws; }
     template <class Grads>
     void update(std::size_t first, std::size_t last, Grads grads) {
-      rep_.opt_state->step(ctx_, variables_, grads, first, last);
+      this->rep_.opt_state->step(ctx_, variables_, grads, first, last);
     }
 
    private:
     Executor& ex_;
-    Replica<Model>& rep_;
     int r_;
     BasicPass<ReplicaSum> pass_;
     float* variables_;
@@ -320,57 +310,11 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     if (rep.params.size()) std::copy(params, params + Model::kParams, rep.params.data());
     if (Model::kState) std::copy(state, state + Model::kState, rep.state.data());
   }
-  template <class Model>
-  static void copy_out_to(RunState<Model>& run, float* params, float* state) {
-    const float* p = variables_of(run, 0);
-    std::copy(p, p + Model::kParams, params);
-    if (Model::kState) std::copy(run.replicas[0]->state.data(), run.replicas[0]->state.data() + Model::kState, state);
-  }
-
   // Inference's state: the given one, copied so a pass may not change it.
   template <class Model>
   static float* inference_state(host::AlignedBuffer<float>& own, const float* state) {
     if (Model::kState) std::copy(state, state + Model::kState, own.data());
     return own.data();
-  }
-
-  template <class Model>
-  void gather_optimizer(RunState<Model>& run, Snapshot& out) {
-    if constexpr (is_detected<slots_probe, state_type>) {
-      for (int r = 0; r < replicas(); ++r) {
-        Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
-        if (!rep.opt_state) continue;
-        const auto [first, last] = rule::optimizer_range(*group_, r, Model::kParams, Model::kParams + kStats);
-        std::size_t slot = 0;
-        rep.opt_state->for_each_slot([&, first = first, last = last](const char* name, float* data, std::size_t size) {
-          if (out.slots.size() <= slot) out.slots.push_back({name, std::vector<float>(size)});
-          for (std::size_t i = first; i < last && i < size; ++i) out.slots[slot].values[i] = data[i];
-          ++slot;
-        });
-        if (r == 0) out.iterations = rep.opt_state->iterations();
-      }
-    }
-  }
-  template <class Model>
-  void scatter_optimizer(RunState<Model>& run, int r, const Snapshot& from) {
-    if constexpr (is_detected<slots_probe, state_type>) {
-      Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
-      if (!rep.opt_state) return;
-      std::size_t slot = 0;
-      rep.opt_state->for_each_slot([&](const char* name, float* data, std::size_t size) {
-        require(slot < from.slots.size() && from.slots[slot].values.size() == size, "restore: optimizer slot '",
-                name, "' of ", size, " values is missing from the snapshot or has another size");
-        std::copy(from.slots[slot].values.begin(), from.slots[slot].values.end(), data);
-        ++slot;
-      });
-      rep.opt_state->set_iterations(from.iterations);
-    }
-  }
-  template <class Model>
-  static void check_snapshot(const Snapshot& from) {
-    require(from.params.size() == Model::kParams && from.state.size() == Model::kState, "restore: the snapshot has ",
-            from.params.size(), " parameters and ", from.state.size(), " state values, the model has ",
-            Model::kParams, " and ", Model::kState);
   }
 
   // One synchronous step on local replica r, whose global index is

@@ -12,6 +12,26 @@
 
 namespace lockstep::detail {
 
+// The part of an executor's ReplicaStep view that is the same on every
+// backend: one replica's buffers, by the member names both executors'
+// replicas use (grads, state, x, labels, row_stats, ws).
+template <class Model, class Replica, std::size_t Stats>
+class ReplicaBuffers {
+ public:
+  explicit ReplicaBuffers(Replica& rep) : rep_(rep) {}
+  float* grads() { return rep_.grads.data(); }                     // the gradients, then the step's statistics
+  std::size_t count() const { return Model::kParams + Stats; }
+  std::size_t params_count() const { return Model::kParams; }
+  float* state() { return rep_.state.data(); }
+  const float* x() const { return rep_.x.data(); }
+  const auto* labels() const { return rep_.labels.data(); }
+  float* row_stats() { return rep_.row_stats.data(); }
+  auto& workspace() { return rep_.ws; }
+
+ protected:
+  Replica& rep_;
+};
+
 template <class Loss, class MetricList>
 struct StepSkeleton;
 

@@ -96,7 +96,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   template <class Model>
   Snapshot snapshot(const Model& model) {
     require(exec_.holds(model), "snapshot: this trainer has not trained this model object (fit or restore it first)");
-    return exec_.template snapshot<Model>();
+    return detail::take_snapshot<Model>(exec_);
   }
   // Puts a snapshot back: into `model`, and as the optimizer state the next
   // fit of `model` continues from.
@@ -178,7 +178,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       if (stop || view.stop_requested()) break;
     }
     if (run_.epoch == options.epochs && options.epochs > 0) run_.epoch = options.epochs - 1;
-    exec_.end_fit(model);
+    exec_.copy_out(model);
     with_bar([&](auto&... cb) { detail::train_end(view, epoch_logs, cb...); });
     return history;
   }
