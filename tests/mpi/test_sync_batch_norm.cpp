@@ -1,0 +1,114 @@
+// Under mpirun -np P: BatchNormalization across processes. The synchronised
+// layer's statistics span every replica of every process, so P processes x 2
+// local replicas train as one replica on the whole global batch (also with a
+// short last batch that leaves replicas without rows); the per-replica layer
+// equals one process with 2P replicas (the same slices). And a callback's
+// view at on_epoch_end sees the epoch's weights on every rank.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <vector>
+
+#include "lockstep/mpi.hpp"
+#include "train/test_helpers.hpp"
+
+using namespace lockstep;
+
+namespace {
+using SyncModel = Sequential<Input<6>, Dense<5>, SyncBatchNormalization, Relu, Dense<3>>;
+using LocalModel = Sequential<Input<6>, Dense<5>, BatchNormalization<>, Relu, Dense<3>>;
+using MultiWorker = MultiWorkerMirroredPolicy<MpiAllReduce>;
+constexpr int kLocal = 2;
+
+int processes() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+FitOptions options(int epochs) {
+  FitOptions o;
+  o.batch_size = 8;  // 18 samples: steps of 8, 8 and 2, the last leaving replicas empty
+  o.epochs = epochs;
+  o.verbose = false;
+  return o;
+}
+
+// Every rank holds the same bits as rank 0.
+bool same_on_every_rank(const std::vector<float>& mine) {
+  std::vector<float> root = mine;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  int same = root == mine ? 1 : 0, all = 0;
+  MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+template <class Model>
+struct RecordAtEpochEnd {
+  const Model* model;
+  std::vector<std::vector<float>> by_view, by_reference, state_by_view;
+  template <class View>
+  void on_epoch_end(int, const Logs&, View& view) {
+    by_reference.push_back(model->parameters());
+    by_view.push_back(view.model().parameters());
+    state_by_view.push_back(view.model().state());
+  }
+};
+}  // namespace
+
+TEST_CASE("SyncBatchNormalization: P processes x 2 replicas equal one replica on the global batch") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  const Sgd opt(0.1, 0.9, true);
+  SyncModel multi{11}, single{11};
+  Trainer<MultiWorker, Sgd> trainer{MultiWorker{kLocal}, opt};
+  REQUIRE(trainer.global_replicas() == kLocal * processes());
+  trainer.fit(multi, data, options(2));
+  Trainer<MirroredPolicy<HostAllReduce>, Sgd> reference{MirroredPolicy<HostAllReduce>{1}, opt};
+  reference.fit(single, data, options(2));
+  CHECK(multi.parameters() != SyncModel{11}.parameters());
+  CHECK(multi.state() != SyncModel{11}.state());
+  CHECK(testing::max_abs_difference(multi.parameters(), single.parameters()) <= 1e-5);
+  CHECK(testing::max_abs_difference(multi.state(), single.state()) <= 1e-5);
+  CHECK(same_on_every_rank(multi.parameters()));
+  CHECK(same_on_every_rank(multi.state()));
+
+  // Inference with the moving statistics, over P processes, equals one process.
+  const Dataset test = testing::argmax_dataset(37, 6, 3, 2);
+  const Logs a = trainer.evaluate(multi, test, 5), b = reference.evaluate(multi, test, 5);
+  CHECK(a["loss"] == doctest::Approx(b["loss"]).epsilon(1e-6));
+}
+
+TEST_CASE("BatchNormalization<> per replica: P processes x 2 replicas equal one process with 2P replicas") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  const Sgd opt(0.1, 0.9, true);
+  LocalModel multi{11}, single{11};
+  Trainer<MultiWorker, Sgd> trainer{MultiWorker{kLocal}, opt};
+  trainer.fit(multi, data, options(2));
+  Trainer<MirroredPolicy<HostAllReduce>, Sgd> reference{MirroredPolicy<HostAllReduce>{kLocal * processes()}, opt};
+  reference.fit(single, data, options(2));
+  CHECK(testing::max_abs_difference(multi.parameters(), single.parameters()) <= 1e-5);
+  CHECK(testing::max_abs_difference(multi.state(), single.state()) <= 1e-5);
+  CHECK(same_on_every_rank(multi.state()));
+  // Per-replica statistics are not the global batch's.
+  SyncModel global{11};
+  Trainer<MirroredPolicy<HostAllReduce>, Sgd> one{MirroredPolicy<HostAllReduce>{1}, opt};
+  one.fit(global, data, options(2));
+  CHECK(testing::max_abs_difference(multi.state(), global.state()) > 1e-5);
+}
+
+TEST_CASE("multi-worker: on_epoch_end sees the epoch's weights through the view and in the model object") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  SyncModel model{9}, after_one{9};
+  Trainer<MultiWorker, Adam> trainer{MultiWorker{kLocal}, Adam{0.01}};
+  RecordAtEpochEnd<SyncModel> record{&model, {}, {}, {}};
+  trainer.fit(model, data, options(2), record);
+  REQUIRE(record.by_view.size() == 2);
+  Trainer<MultiWorker, Adam> other{MultiWorker{kLocal}, Adam{0.01}};
+  other.fit(after_one, data, options(1));
+  CHECK(after_one.parameters() != SyncModel{9}.parameters());
+  CHECK(record.by_view[0] == after_one.parameters());
+  CHECK(record.by_reference[0] == after_one.parameters());
+  CHECK(record.state_by_view[0] == after_one.state());
+  CHECK(record.by_view[1] == model.parameters());
+  CHECK(same_on_every_rank(record.by_view[0]));
+}
