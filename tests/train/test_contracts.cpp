@@ -397,6 +397,23 @@ TEST_CASE("view.stop_training() ends fit after the epoch - the model holds that 
   const SyncBnModel one = fit_copy(Mirrored{2}, Adam{0.01}, SyncBnModel{9}, data, testing::quiet_fit(8, 1));
   CHECK(stopped.parameters() == one.parameters());
   CHECK(stopped.state() == one.state());
+  CHECK(trainer.run_state().epoch == 1);  // one epoch ran
+  CHECK(trainer.run_state().steps_done == 3);
+}
+
+TEST_CASE("the run state counts epochs and steps across fits and keeps the fit's seed") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);  // 3 steps per epoch at batch 8
+  SyncBnModel model{9};
+  Trainer<Mirrored, Adam> trainer{Mirrored{2}, Adam{0.01}};
+  FitOptions options = testing::quiet_fit(8, 2);
+  options.seed = 42;
+  trainer.fit(model, data, options);
+  CHECK(trainer.run_state().epoch == 2);
+  CHECK(trainer.run_state().steps_done == 6);
+  CHECK(trainer.run_state().seed == 42);
+  trainer.fit(model, data, testing::quiet_fit(8, 1));
+  CHECK(trainer.run_state().epoch == 1);
+  CHECK(trainer.run_state().steps_done == 9);
 }
 
 // ---------------------------------------------------------------------------

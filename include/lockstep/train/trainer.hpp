@@ -175,10 +175,12 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       exec_.copy_out(model);  // the epoch's weights, for callbacks that read or save the model
       bool stop = false;
       with_bar([&](auto&... cb) { stop = detail::epoch_end(view, epoch, epoch_logs, cb...); });
-      if (stop || view.stop_requested()) break;
+      if (stop || view.stop_requested()) {
+        ++run_.epoch;
+        break;
+      }
     }
-    if (run_.epoch == options.epochs && options.epochs > 0) run_.epoch = options.epochs - 1;
-    exec_.copy_out(model);
+    // Every epoch's end copied its weights into `model` already.
     with_bar([&](auto&... cb) { detail::train_end(view, epoch_logs, cb...); });
     return history;
   }
