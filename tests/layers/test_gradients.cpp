@@ -91,6 +91,16 @@ TEST_CASE("Dropout with a fixed mask (a fixed key) and both BatchNormalization v
   check_gradients<First, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 2, 1, 1, 0}, 5, pass);
 }
 
+TEST_CASE("an image-shaped input: BatchNormalization over the channel axis of (H, W, C), then Flatten and Dense") {
+  Pass pass{Mode::kTraining};
+  using Image = Sequential<Input<2, 3, 2>, BatchNormalization<>, Relu, Flatten, Dense<3>>;
+  static_assert(Image::kInputs == 12 && Image::layer<0>::kChannels == 2 && Image::kParams == 4 + 12 * 3 + 3);
+  static_assert(std::is_same_v<Image::layer<2>::out_shape, Shape<12>>);
+  check_gradients<Image, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 2, 1, 1}, 4, pass);
+  using SyncImage = Sequential<Input<3, 2, 2>, SyncBatchNormalization, Flatten, Dense<4, Tanh>, Dense<2>>;
+  check_gradients<SyncImage, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 1, 1}, 3, pass);
+}
+
 TEST_CASE("compile-time shapes and the flat parameter layout") {
   using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
   static_assert(Model::kInputs == 784 && Model::kOutputs == 10);

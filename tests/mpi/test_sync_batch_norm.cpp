@@ -112,3 +112,26 @@ TEST_CASE("multi-worker: on_epoch_end sees the epoch's weights through the view 
   CHECK(record.by_view[1] == model.parameters());
   CHECK(same_on_every_rank(record.by_view[0]));
 }
+
+TEST_CASE("snapshot and restore across processes: 1 epoch + restore into a new trainer + 1 epoch equals 2 epochs") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  FitOptions two = options(2), one = options(1);
+  two.shuffle = one.shuffle = false;  // both runs see the same batches
+  SyncModel straight{5};
+  Trainer<MultiWorker, Adam> a{MultiWorker{kLocal}, Adam{0.01}};
+  a.fit(straight, data, two);
+
+  SyncModel first{5};
+  Trainer<MultiWorker, Adam> b{MultiWorker{kLocal}, Adam{0.01}};
+  b.fit(first, data, one);
+  const Snapshot snapshot = b.snapshot(first);
+  CHECK(snapshot.iterations == 3);
+  CHECK(same_on_every_rank(snapshot.slots.at(0).values));  // every rank holds the whole optimizer state
+
+  SyncModel resumed{0};
+  Trainer<MultiWorker, Adam> c{MultiWorker{kLocal}, Adam{0.01}};
+  c.restore(resumed, snapshot);
+  c.fit(resumed, data, one);
+  CHECK(resumed.parameters() == straight.parameters());
+  CHECK(resumed.state() == straight.state());
+}

@@ -70,6 +70,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
   static_assert(check_group<group_type, cudaStream_t>());
+  static_assert(sizeof(rule) > 0);  // a strategy without a StepRule gets its sentence here
   static_assert(rule::kVariables != Variables::kShared,
                 "This strategy's step shares one copy of the variables between replicas, which needs shared "
                 "memory: GPU replicas mirror them (MirroredPolicy<NcclAllReduce>) or keep them centrally "

@@ -58,6 +58,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
   static_assert(check_group<group_type, host::Queue>());
+  static_assert(sizeof(rule) > 0);  // a strategy without a StepRule gets its sentence here
   static constexpr std::size_t kMetrics = sizeof...(Metric);
   // Each step's loss sum and metric sums ride at the end of the gradient
   // buffer, so one collective call combines them across replicas and processes.
