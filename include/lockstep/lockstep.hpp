@@ -43,6 +43,10 @@
 #include "lockstep/data/idx.hpp"
 #include "lockstep/data/loader.hpp"
 
+#include "lockstep/io/checkpoint.hpp"
+#include "lockstep/io/safetensors.hpp"
+#include "lockstep/io/weights.hpp"
+
 #include "lockstep/train/callbacks.hpp"
 #include "lockstep/train/fit_view.hpp"
 #include "lockstep/train/logs.hpp"

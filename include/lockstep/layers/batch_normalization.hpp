@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "lockstep/core/config.hpp"
 #include "lockstep/layers/layer.hpp"
@@ -224,6 +225,16 @@ struct BatchNormalization {
     static constexpr std::size_t kState = 2 * C;   // moving_mean, moving_variance
     // mean, inv_std (forward -> backward); sums (2C + 1); the count N for backward.
     static constexpr std::size_t kScratch = 2 * C + (2 * C + 1) + 1;
+    static constexpr const char* kName = "batch_normalization";
+
+    template <class F>
+    static void variables(F&& f) {
+      const std::vector<std::int64_t> shape{kChannels};
+      f("gamma", true, std::size_t{0}, shape);
+      f("beta", true, C, shape);
+      f("moving_mean", false, std::size_t{0}, shape);
+      f("moving_variance", false, C, shape);
+    }
 
     static void init(float* params, std::uint64_t, std::uint64_t) {
       for (std::size_t c = 0; c < C; ++c) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "lockstep/core/rng.hpp"
 #include "lockstep/core/shape.hpp"
@@ -32,8 +33,17 @@ struct Dense {
     static constexpr int In = InShape::kSize;
     using out_shape = Shape<Units>;
     static constexpr int kIn = In, kOut = Units;
+    static constexpr const char* kName = "dense";  // Keras' layer name, for saved weights
     static constexpr std::size_t kWeights = static_cast<std::size_t>(In) * Units;
     static constexpr std::size_t kParams = kWeights + Units;
+
+    // f(name, trainable, offset, shape) for each variable, Keras' names and
+    // shapes; offsets into the layer's parameters (trainable) or state.
+    template <class F>
+    static void variables(F&& f) {
+      f("kernel", true, std::size_t{0}, std::vector<std::int64_t>{In, Units});
+      f("bias", true, kWeights, std::vector<std::int64_t>{Units});
+    }
 
     static void init(float* params, std::uint64_t seed, std::uint64_t layer_index) {
       const float limit = std::sqrt(6.0f / static_cast<float>(In + Units));

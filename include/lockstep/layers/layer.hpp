@@ -10,6 +10,9 @@
 //   kScratch, kScratchPerRow (optional, 0)   per-replica scratch: fixed, and per row
 //   init(float* params, seed, layer_index)   Keras' initialisers
 //   init_state(float* state)  (optional)     the state's initial values
+//   kName, variables(f)       (optional)     Keras' layer name ("dense") and
+//                                            f(name, trainable, offset, shape)
+//                                            per variable: saved weights' names
 //   forward(ctx, pass, slots, x, y, rows)    y(rows, kOut) from x(rows, kIn)
 //   backward(ctx, pass, slots, x, y, dy, dx, dparams, rows)
 //       after forward on the same x with the same pass: given dy = dLoss/dy
@@ -81,6 +84,13 @@ template <class B>
 using scratch_per_row_probe = decltype(B::kScratchPerRow);
 template <class B>
 using init_state_probe = decltype(B::init_state(static_cast<float*>(nullptr)));
+
+struct VariableProbe {
+  template <class Shape>
+  void operator()(const char*, bool, std::size_t, const Shape&) const {}
+};
+template <class B>
+using variables_probe = decltype(B::kName, B::variables(VariableProbe{}));
 
 template <class B>
 constexpr std::size_t state_size() {

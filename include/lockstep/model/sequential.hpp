@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -24,6 +26,21 @@
 #include "lockstep/layers/softmax.hpp"
 
 namespace lockstep {
+
+// One variable of a model as Keras names it: "dense/kernel", "dense_1/bias",
+// "batch_normalization/moving_mean"; where it lives in parameters() (trainable)
+// or state(), and its shape.
+struct VariableInfo {
+  std::string name;
+  bool trainable = true;
+  std::size_t offset = 0;
+  std::vector<std::int64_t> shape;
+  std::size_t size() const {
+    std::size_t n = 1;
+    for (std::int64_t d : shape) n *= static_cast<std::size_t>(d);
+    return n;
+  }
+};
 
 namespace detail {
 template <class T>
@@ -165,6 +182,24 @@ class Sequential {
   static void initialize(float* params, std::uint64_t seed) {
     for_each_layer([&](auto i) { layer<i>::init(params + kOffsets[i], seed, i); });
   }
+  // Every variable, in layer order, with Keras' names: a layer kind's first
+  // instance is "dense", the next "dense_1", and so on.
+  static std::vector<VariableInfo> variables() {
+    std::vector<VariableInfo> out;
+    std::map<std::string, int> seen;
+    for_each_layer([&](auto i) {
+      using B = layer<i>;
+      if constexpr (detail::is_detected<detail::variables_probe, B>) {
+        const int n = seen[B::kName]++;
+        const std::string prefix = n == 0 ? std::string(B::kName) : std::string(B::kName) + "_" + std::to_string(n);
+        B::variables([&](const char* name, bool trainable, std::size_t offset, const std::vector<std::int64_t>& shape) {
+          out.push_back({prefix + "/" + name, trainable, (trainable ? kOffsets[i] : kStateOffsets[i]) + offset, shape});
+        });
+      }
+    });
+    return out;
+  }
+
   static void initialize_state(float* state) {
     for_each_layer([&](auto i) { detail::init_state<layer<i>>(state + kStateOffsets[i]); });
   }

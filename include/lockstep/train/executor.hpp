@@ -37,6 +37,16 @@
 
 namespace lockstep {
 
+// The trainer's loop counters, kept as members, not locals, so that a
+// callback, a snapshot and a later resume can see where the run is (dlib's
+// trainer keeps its loop state the same way).
+struct RunState {
+  int epoch = 0;                 // the epoch in progress; after fit, the epoch after the last one run
+  std::size_t step = 0;          // the step within it
+  std::uint64_t seed = 0;        // the shuffle and dropout seed of the fit (rank 0's)
+  std::uint64_t steps_done = 0;  // training steps taken by this trainer, all fits together
+};
+
 // Everything a run holds, gathered to host memory whatever the strategy:
 // the variables, the layers' non-trainable state, and the optimizer's slots
 // (Adam's m and v, Sgd's velocity; each whole, from the replicas that hold
@@ -49,6 +59,7 @@ struct Snapshot {
   std::vector<float> params, state;
   std::vector<Slot> slots;
   std::int64_t iterations = 0;
+  RunState run;  // the trainer's counters when it was taken (Trainer::snapshot)
 };
 
 // The sample indices of one global batch.

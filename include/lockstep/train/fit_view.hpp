@@ -17,16 +17,6 @@
 
 namespace lockstep {
 
-// The trainer's loop counters, kept as members, not locals, so that a
-// callback, a snapshot and a later resume can see where the run is (dlib's
-// trainer keeps its loop state the same way).
-struct RunState {
-  int epoch = 0;                 // the epoch in progress; after fit, the number of epochs it ran
-  std::size_t step = 0;          // the step within it
-  std::uint64_t seed = 0;        // the shuffle and dropout seed of the fit (rank 0's)
-  std::uint64_t steps_done = 0;  // training steps taken by this trainer, all fits together
-};
-
 template <class Executor, class Optimizer, class Model>
 class FitView {
  public:

@@ -42,6 +42,9 @@ struct BasicFitOptions {
   std::uint64_t seed = 0;  // the shuffle's and Dropout's seed
   bool verbose = true;     // show a ProgressBar on stdout
   const BasicDataset<Label>* validation_data = nullptr;
+  // Keras' initial_epoch: the first epoch to run, so that a fit resumed from
+  // a checkpoint continues the shuffle and the random keys of an unbroken run.
+  int initial_epoch = 0;
 };
 using FitOptions = BasicFitOptions<std::int32_t>;
 
@@ -96,7 +99,9 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   template <class Model>
   Snapshot snapshot(const Model& model) {
     require(exec_.holds(model), "snapshot: this trainer has not trained this model object (fit or restore it first)");
-    return detail::take_snapshot<Model>(exec_);
+    Snapshot out = detail::take_snapshot<Model>(exec_);
+    out.run = run_;
+    return out;
   }
   // Puts a snapshot back: into `model`, and as the optimizer state the next
   // fit of `model` continues from.
@@ -105,6 +110,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     exec_.restore(model, from, 0, 0);
     model.parameters() = from.params;
     model.state() = from.state;
+    run_ = from.run;
   }
 
   // Trains `model` in place; its parameters are mirrored to every replica at
@@ -115,6 +121,8 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     static_assert(detail::is_model<Model>::value, "fit: the first argument must be a model such as Sequential<...>.");
     check_data(model, train, "fit");
     require(options.epochs >= 0, "fit: epochs ", options.epochs, ", expected at least 0");
+    require(options.initial_epoch >= 0 && options.initial_epoch <= options.epochs, "fit: initial_epoch ",
+            options.initial_epoch, ", expected in [0, epochs = ", options.epochs, "]");
     if (options.validation_data) check_data(model, *options.validation_data, "fit (validation_data)");
     check_same_layout(model, train, options);
     // Rank 0's weights and shuffle seed everywhere: a job starts consistent
@@ -142,7 +150,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     };
     with_bar([&](auto&... cb) { detail::train_begin(view, info, cb...); });
 
-    for (run_.epoch = 0; run_.epoch < options.epochs; ++run_.epoch) {
+    for (run_.epoch = options.initial_epoch; run_.epoch < options.epochs; ++run_.epoch) {
       const int epoch = run_.epoch;
       loader.begin_epoch(static_cast<std::uint64_t>(epoch));
       with_bar([&](auto&... cb) { detail::epoch_begin(view, epoch, info, cb...); });
@@ -226,7 +234,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     static const char* const names[] = {"model layout hash", "model parameters", "model inputs",
                                         "model outputs",     "global batch size", "local replicas",
                                         "training samples",  "epochs",            "drop_remainder",
-                                        "shuffle"};
+                                        "shuffle",           "initial_epoch"};
     const std::uint64_t values[] = {Model::kLayoutHash,
                                     Model::kParams,
                                     static_cast<std::uint64_t>(Model::kInputs),
@@ -236,7 +244,8 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
                                     train.size(),
                                     static_cast<std::uint64_t>(options.epochs),
                                     options.drop_remainder,
-                                    options.shuffle};
+                                    options.shuffle,
+                                    static_cast<std::uint64_t>(options.initial_epoch)};
     exec_.group().check_same_across_processes(names, values, sizeof values / sizeof values[0]);
   }
 

@@ -1,0 +1,176 @@
+// save_weights / load_weights and checkpoints: Keras' names and shapes in the
+// safetensors format, a file written by Python's safetensors loads, every
+// kind of bad file is an Error naming the file and the tensor, and a fit
+// resumed from a checkpoint equals an unbroken one bit for bit.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/temp_dir.hpp"
+#include "lockstep/lockstep.hpp"
+#include "train/test_helpers.hpp"
+
+using namespace lockstep;
+
+namespace {
+using Model = Sequential<Input<4>, Dense<3>, BatchNormalization<>, Relu, Dense<2>>;
+using Other = Sequential<Input<4>, Dense<5>, Dense<2>>;
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A safetensors file written by Python (safetensors 0.8.0, numpy):
+//   save_file({"dense/kernel": np.arange(6, dtype=np.float32).reshape(3, 2),
+//              "dense/bias": np.array([0.5, -0.5], dtype=np.float32)}, path)
+// for Sequential<Input<3>, Dense<2>>, stored as hex so no binary is committed.
+const char* kPythonFileHex =
+    "88000000000000007b2264656e73652f62696173223a7b226474797065223a22463332222c227368617065223a5b325d"
+    "2c22646174615f6f666673657473223a5b302c385d7d2c2264656e73652f6b65726e656c223a7b226474797065223a22"
+    "463332222c227368617065223a5b332c325d2c22646174615f6f666673657473223a5b382c33325d7d7d202020202020"
+    "0000003f000000bf000000000000803f0000004000004040000080400000a040";
+
+std::string unhex(const std::string& hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("variables carry Keras' names and shapes") {
+  const auto vars = Model::variables();
+  REQUIRE(vars.size() == 8);
+  CHECK(vars[0].name == "dense/kernel");
+  CHECK(vars[0].shape == std::vector<std::int64_t>{4, 3});
+  CHECK(vars[1].name == "dense/bias");
+  CHECK(vars[2].name == "batch_normalization/gamma");
+  CHECK(vars[4].name == "batch_normalization/moving_mean");
+  CHECK(!vars[4].trainable);
+  CHECK(vars[5].name == "batch_normalization/moving_variance");
+  CHECK(vars[6].name == "dense_1/kernel");
+  CHECK(vars[6].shape == std::vector<std::int64_t>{3, 2});
+  CHECK(vars[7].offset == Model::kOffsets[3] + 6);
+}
+
+TEST_CASE("save_weights then load_weights gives the same parameters and state") {
+  testing::TempDir dir;
+  Model trained{3};
+  for (std::size_t i = 0; i < trained.state().size(); ++i) trained.state()[i] = 0.25f * static_cast<float>(i);
+  const std::string path = dir.file("model.safetensors");
+  save_weights(trained, path);
+  Model loaded{99};
+  load_weights(loaded, path);
+  CHECK(loaded.parameters() == trained.parameters());
+  CHECK(loaded.state() == trained.state());
+  // The header is JSON with the tensor names, 8-byte aligned data, little-endian length.
+  const std::string bytes = read_all(path);
+  std::uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);
+  CHECK(length % 8 == 0);
+  CHECK(bytes.substr(8, length).find("\"dense_1/kernel\":{\"dtype\":\"F32\",\"shape\":[3,2]") != std::string::npos);
+  CHECK(bytes.size() == 8 + length + (Model::kParams + Model::kState) * sizeof(float));
+}
+
+TEST_CASE("a file written by Python's safetensors loads") {
+  testing::TempDir dir;
+  const std::string path = dir.file("python.safetensors");
+  write_all(path, unhex(kPythonFileHex));
+  Sequential<Input<3>, Dense<2>> model{0};
+  load_weights(model, path);
+  CHECK(model.parameters() == std::vector<float>{0, 1, 2, 3, 4, 5, 0.5f, -0.5f});
+}
+
+TEST_CASE("bad files are Errors that name the file, the tensor and what was expected - the model is untouched") {
+  testing::TempDir dir;
+  const std::string good = dir.file("good.safetensors");
+  Model model{3};
+  save_weights(model, good);
+  const std::string bytes = read_all(good);
+  Model target{7};
+  const std::vector<float> before = target.parameters();
+  const auto load_bytes = [&](const std::string& name, const std::string& content) {
+    const std::string path = dir.file(name);
+    write_all(path, content);
+    load_weights(target, path);
+  };
+  CHECK_THROWS_WITH_AS(load_weights(target, dir.file("missing.safetensors")), doctest::Contains("cannot open"),
+                       Error);
+  CHECK_THROWS_WITH_AS(load_bytes("short", "abc"), doctest::Contains("too short for a safetensors file"), Error);
+  CHECK_THROWS_WITH_AS(load_bytes("truncated", bytes.substr(0, bytes.size() - 5)),
+                       doctest::Contains("truncated or corrupt"), Error);
+  CHECK_THROWS_WITH_AS(load_bytes("cut_header", bytes.substr(0, 40)), doctest::Contains("header length"), Error);
+  std::string corrupt = bytes;
+  corrupt[8] = '@';  // the header's opening brace
+  CHECK_THROWS_WITH_AS(load_bytes("corrupt", corrupt), doctest::Contains("malformed JSON at byte"), Error);
+  // Another model's file.
+  const std::string other = dir.file("other.safetensors");
+  save_weights(Other{1}, other);
+  CHECK_THROWS_WITH_AS(load_weights(target, other), doctest::Contains("written for another model"), Error);
+  // A file without lockstep's metadata whose tensor has another shape, or is missing.
+  std::string reshaped = bytes;
+  const std::size_t at = reshaped.find("\"shape\":[4,3]");
+  REQUIRE(at != std::string::npos);
+  reshaped.replace(at, 13, "\"shape\":[3,4]");
+  const std::size_t meta = reshaped.find("\"layout_hash\"");
+  reshaped[meta + 1] = 'X';  // no longer the layout hash: the tensor check speaks
+  CHECK_THROWS_WITH_AS(load_bytes("reshaped", reshaped),
+                       doctest::Contains("tensor 'dense/kernel' has shape [3, 4], expected [4, 3]"), Error);
+  std::string renamed = reshaped;
+  renamed.replace(renamed.find("\"dense/bias\""), 12, "\"dense/bios\"");
+  renamed.replace(renamed.find("[3,4]"), 5, "[4,3]");
+  CHECK_THROWS_WITH_AS(load_bytes("renamed", renamed), doctest::Contains("no tensor 'dense/bias'"), Error);
+  CHECK(target.parameters() == before);
+}
+
+TEST_CASE("a fit resumed from a checkpoint equals an unbroken fit - bit for bit, shuffled, with Adam") {
+  testing::TempDir dir;
+  const Dataset data = testing::argmax_dataset(50, 4, 2, 3);
+  FitOptions two = testing::quiet_fit(16, 2);  // shuffled, a short last batch
+  const auto check = [&](auto strategy) {
+    using S = decltype(strategy);
+    Model straight{5};
+    Trainer<S, Adam> a{strategy, Adam{0.01}};
+    a.fit(straight, data, two);
+
+    Model first{5};
+    Trainer<S, Adam> b{strategy, Adam{0.01}};
+    FitOptions one = two;
+    one.epochs = 1;
+    b.fit(first, data, one);
+    const std::string path = dir.file("checkpoint.safetensors");
+    save_checkpoint(b, first, path);
+
+    Model resumed{0};
+    Trainer<S, Adam> c{strategy, Adam{0.01}};
+    load_checkpoint(c, resumed, path);
+    CHECK(c.run_state().epoch == 1);
+    FitOptions rest = two;
+    rest.initial_epoch = c.run_state().epoch;
+    c.fit(resumed, data, rest);
+    CHECK(resumed.parameters() == straight.parameters());
+    CHECK(resumed.state() == straight.state());
+    CHECK(c.run_state().steps_done == a.run_state().steps_done);
+  };
+  check(MirroredPolicy<HostAllReduce>{1});
+  check(MirroredPolicy<HostAllReduce>{2});  // the sharded update: each replica's Adam shard gathered
+  check(MirroredPolicy<HostAllReduce>{3});
+  check(CentralStoragePolicy{2});
+}
+
+TEST_CASE("initial_epoch outside [0, epochs] is an Error") {
+  const Dataset data = testing::argmax_dataset(10, 4, 2, 3);
+  Model model{1};
+  Trainer<OneDevicePolicy, Adam> trainer;
+  FitOptions options = testing::quiet_fit(4, 2);
+  options.initial_epoch = 3;
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data, options), doctest::Contains("initial_epoch 3, expected in [0, epochs = 2]"),
+                       Error);
+}
