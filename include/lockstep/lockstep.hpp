@@ -21,6 +21,7 @@
 #include "lockstep/layers/pass.hpp"
 #include "lockstep/layers/softmax.hpp"
 #include "lockstep/model/sequential.hpp"
+#include "lockstep/model/summary.hpp"
 
 #include "lockstep/losses/mean_squared_error.hpp"
 #include "lockstep/losses/sparse_categorical_crossentropy.hpp"
@@ -46,6 +47,14 @@
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/safetensors.hpp"
 #include "lockstep/io/weights.hpp"
+
+#include "lockstep/callbacks/csv_logger.hpp"
+#include "lockstep/callbacks/early_stopping.hpp"
+#include "lockstep/callbacks/learning_rate_scheduler.hpp"
+#include "lockstep/callbacks/model_checkpoint.hpp"
+#include "lockstep/callbacks/monitor.hpp"
+#include "lockstep/callbacks/reduce_lr_on_plateau.hpp"
+#include "lockstep/callbacks/terminate_on_nan.hpp"
 
 #include "lockstep/train/callbacks.hpp"
 #include "lockstep/train/fit_view.hpp"

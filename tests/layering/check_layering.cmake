@@ -16,6 +16,7 @@ set(allowed_collective "core;ops;backend;collective")
 set(allowed_strategy "core;ops;backend;collective;strategy")
 set(allowed_train "core;ops;backend;layers;losses;metrics;data;model;optim;collective;strategy;train")
 set(allowed_io "core;ops;backend;layers;losses;metrics;data;model;optim;collective;strategy;train;io")
+set(allowed_callbacks "core;ops;backend;layers;losses;metrics;data;model;optim;collective;strategy;train;io;callbacks")
 
 set(violations "")
 file(GLOB rooms RELATIVE ${INCLUDE_DIR} ${INCLUDE_DIR}/*)

@@ -23,10 +23,9 @@
 
 namespace lockstep {
 
-template <class Trainer, class Model>
-void save_checkpoint(Trainer& trainer, const Model& model, const std::string& path) {
-  const Snapshot snap = trainer.snapshot(model);
-  if (trainer.process_rank() != 0) return;
+// Writes a snapshot of a Model's run (with its run state) to `path`.
+template <class Model>
+void write_checkpoint(const Snapshot& snap, const std::string& path) {
   std::vector<io::TensorView> tensors = io::detail::variable_tensors<Model>(snap.params.data(), snap.state.data());
   std::string slot_names;
   for (const Snapshot::Slot& s : snap.slots) {
@@ -42,6 +41,12 @@ void save_checkpoint(Trainer& trainer, const Model& model, const std::string& pa
                          {"epoch", std::to_string(snap.run.epoch)},
                          {"seed", std::to_string(snap.run.seed)},
                          {"steps_done", std::to_string(snap.run.steps_done)}});
+}
+
+template <class Trainer, class Model>
+void save_checkpoint(Trainer& trainer, const Model& model, const std::string& path) {
+  const Snapshot snap = trainer.snapshot(model);
+  if (trainer.process_rank() == 0) write_checkpoint<Model>(snap, path);
 }
 
 // Restores `model`, the trainer's optimizer state for it and the run state;

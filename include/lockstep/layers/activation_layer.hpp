@@ -13,6 +13,7 @@ template <class Act>
 struct ActivationLayer {
   template <class In>
   struct Bind : detail::ShapePreserving<In> {
+    static constexpr const char* kName = "activation";
     using detail::ShapePreserving<In>::kIn;
     template <class Ctx, class P, class T>
     static void forward(Ctx& ctx, const P&, Slots<T>, const T* x, T* y, int rows) {

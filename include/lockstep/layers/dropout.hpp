@@ -58,6 +58,7 @@ struct Dropout {
 
   template <class In>
   struct Bind : detail::ShapePreserving<In> {
+    static constexpr const char* kName = "dropout";
     using detail::ShapePreserving<In>::kIn;
     template <class Ctx, class P, class T>
     static void forward(Ctx& ctx, const P& pass, Slots<T>, const T* x, T* y, int rows) {

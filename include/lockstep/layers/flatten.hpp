@@ -12,6 +12,7 @@ namespace lockstep {
 struct Flatten {
   template <class In>
   struct Bind {
+    static constexpr const char* kName = "flatten";
     using out_shape = Shape<In::kSize>;
     static constexpr int kIn = In::kSize, kOut = In::kSize;
     static constexpr std::size_t kParams = 0;

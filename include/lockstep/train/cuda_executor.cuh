@@ -1,10 +1,14 @@
 // Executor<Cuda, ...>: runs a Trainer's replicas on GPUs, one host thread per
 // replica (replica 0 is the calling thread), each with its device current,
-// its own compute stream, communication stream, cuBLAS handles and memory.
+// its own compute stream, communication stream, copy stream, cuBLAS handles
+// and memory.
 // It supplies what the step skeleton (train/step.hpp) needs on GPUs; how a
 // step combines gradients is the strategy's StepRule. Per step a replica
-//   1. copies its slice of the batch from pinned memory to the device
-//      (asynchronously; the slice was gathered while the previous step ran),
+//   1. takes its slice of the batch, which was gathered into pinned memory and
+//      copied to a device staging buffer on the copy stream while the
+//      previous step computed, into the buffers the step reads (a
+//      device-to-device copy on the compute stream, after the copy's event:
+//      the step, and a graph captured from it, always read the same pointers),
 //   2. writes the step's scalars (the optimizer's, the random key) into
 //      pinned memory that the kernels read when they run,
 //   3. runs the skeleton on its stream: from a CUDA graph captured once when
@@ -13,12 +17,20 @@
 //      (NcclAllReduce) the mirrored rule reduces each layer's gradient on the
 //      communication stream as soon as backward has produced it,
 //   4. gathers the next batch's slice into the other pinned buffer while the
-//      GPU works, then waits for its stream.
+//      GPU works and enqueues its copy to the staging buffer on the copy
+//      stream (after this step's read of it), so that it overlaps this step's
+//      compute, then waits for its stream: with a deadline
+//      (CudaOptions::collective_timeout_seconds), polling the collective's
+//      asynchronous errors (NCCL), and stopping when another replica failed.
+//      A timeout or an asynchronous error is a lockstep::Error naming the
+//      collective, the step and the replicas that had not finished; the
+//      communicators are then aborted and made anew.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -26,6 +38,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -39,6 +52,7 @@
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/backend_tags.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/traits.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
 #include "lockstep/layers/pass.hpp"
@@ -54,9 +68,18 @@ struct CudaOptions {
   bool graphs = true;            // capture the step as a CUDA graph when shapes repeat
   bool tf32 = false;             // TF32 tensor cores for the GEMMs (10-bit mantissa)
   bool log_placement = false;    // print which GPU each replica runs on (tf.debugging.set_log_device_placement)
+  // How long a replica waits for its step to finish on the GPU before the step
+  // is an Error and the collective's communicators are aborted (as PyTorch's
+  // and TensorFlow's collective timeouts). 0 or less: no deadline.
+  double collective_timeout_seconds = 300;
 };
 
 namespace detail {
+
+// group.async_error(replica): a collective that reports asynchronous errors
+// (NcclCommunicators; "" while healthy). Others have none to poll.
+template <class G>
+using group_async_error = decltype(std::declval<const G&>().async_error(0));
 
 template <class Strategy, class Optimizer, class Loss, class... Metric>
 class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
@@ -81,7 +104,8 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Executor(const Strategy& strategy, const Optimizer& optimizer)
       : optimizer_(optimizer), devices_(resolve_devices(strategy)),
         infos_(gpu::check_devices(devices_, strategy.heterogeneous(), nullptr, shared_devices<group_type>::value)),
-        pool_(static_cast<int>(devices_.size())) {
+        pool_(static_cast<int>(devices_.size())), progress_(new std::atomic<int>[devices_.size()]) {
+    for (std::size_t r = 0; r < devices_.size(); ++r) progress_[r].store(kFinished, std::memory_order_relaxed);
     group_.emplace(devices_);
     contexts_.resize(devices_.size());
     pool_.run([&](int r) {
@@ -120,6 +144,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       rep.last_key = {};
       rep.prefetched = false;
     });
+    steps_in_fit_ = 0;
     // Built once, so that no step allocates.
     job_ = [this, &run](int r) {
       gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
@@ -135,7 +160,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     step_batch_ = batch;
     next_batch_ = next;
     step_key_ = key;
-    run_on_replicas(job_);
+    step_index_ = steps_in_fit_++;
+    for (int r = 0; r < replicas(); ++r)
+      progress_[static_cast<std::size_t>(r)].store(kEnqueuing, std::memory_order_relaxed);
+    run_on_replicas(job_);  // the pool's start publishes progress_ to the replica threads
     return current<Model>().replicas[0]->stats.data();
   }
 
@@ -256,6 +284,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     explicit ReplicaContext(int device) : compute(device) {}
     gpu::Context compute;
     gpu::Stream comm;  // the collective's stream, so reduction overlaps backward
+    gpu::Stream copy;  // host-to-device copies of the next step's slice, so they overlap this step
   };
   ReplicaContext& ctx(int r) { return *contexts_[static_cast<std::size_t>(r)]; }
 
@@ -273,6 +302,8 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       ws = Workspace<Model>(static_cast<int>(capacity));
       x.resize(capacity * Model::kInputs);
       labels.resize(capacity * label_width);
+      x_staged.resize(capacity * Model::kInputs);
+      labels_staged.resize(capacity * label_width);
       row_stats.resize(capacity * kStats);
       for (auto& p : pinned_x) p.resize(capacity * Model::kInputs);
       for (auto& p : pinned_labels) p.resize(capacity * label_width);
@@ -281,15 +312,19 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     gpu::DeviceBuffer<float> state;          // non-trainable: every replica its own, kept equal by the layers
     std::optional<state_type> opt_state;     // where the rule keeps optimizer state
     Workspace<Model> ws;
-    gpu::DeviceBuffer<float> x;
+    gpu::DeviceBuffer<float> x;           // the step's slice: what the step (and its graph) reads
     gpu::DeviceBuffer<label_type> labels;
+    gpu::DeviceBuffer<float> x_staged;    // the next slice, written by the copy stream meanwhile
+    gpu::DeviceBuffer<label_type> labels_staged;
     gpu::DeviceBuffer<float> row_stats;  // per-row loss, then per-row value of each metric
     std::array<gpu::PinnedBuffer<float>, 2> pinned_x;  // double-buffered host staging of the slices
     std::array<gpu::PinnedBuffer<label_type>, 2> pinned_labels;
     gpu::PinnedBuffer<float> stats;  // the reduced sums, read by the trainer's loop
     gpu::PinnedBuffer<std::uint64_t> key;  // the step's random key, read by kernels when they run
     int parity = 0;
-    bool prefetched = false;  // pinned_*[parity] already holds this step's slice
+    bool prefetched = false;  // this step's slice is gathered and its copy to *_staged enqueued
+    gpu::Event staged;        // copy stream: the slice is in x_staged / labels_staged
+    gpu::Event stage_read;    // compute stream: the step has moved it to x / labels
     std::array<gpu::Event, Model::kLayers + 1> ready;  // backward -> communication, per part
     gpu::Event reduced;                                   // communication -> optimizer
     gpu::Event to_comm, from_comm;                        // a pass's sum over replicas, on the comm stream
@@ -440,21 +475,95 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       cudaDeviceSynchronize();  // let enqueued work drain before the group is rebuilt
       (void)cudaGetLastError();
     }
+    // The last CUDA error is per host thread: clear it on every replica's
+    // thread too, so that no launch check of the next job reports an error
+    // (or a cudaErrorNotReady from polling) left by this failed one.
+    pool_.run([](int) { gpu::detail::clear_last_error(); });
+    for (std::size_t r = 0; r < devices_.size(); ++r) progress_[r].store(kFinished, std::memory_order_relaxed);
     group_.reset();
     group_.emplace(devices_);
   }
 
-  // stream.synchronize(), except that a replica stops waiting once another
-  // has failed (abort_): with NCCL its stream may wait forever for the failed
-  // replica's part of an all-reduce, and the pool would never return.
+  // Where each replica is in the current step (progress_), for the timeout's message.
+  static constexpr int kEnqueuing = 0, kWaiting = 1, kFinished = 2;
+
+  // "replica 1 on GPU 1 (its thread is still enqueuing the step), replica 0 on
+  // GPU 0 (its stream is still busy)": the replicas that have not finished the step.
+  std::string unfinished_replicas() const {
+    std::ostringstream out;
+    bool any = false;
+    for (std::size_t r = 0; r < devices_.size(); ++r) {
+      const int state = progress_[r].load(std::memory_order_acquire);
+      if (state == kFinished) continue;
+      out << (any ? ", " : "") << "replica " << r << " on GPU " << devices_[r]
+          << (state == kEnqueuing ? " (its thread is still enqueuing the step)" : " (its stream is still busy)");
+      any = true;
+    }
+    if (!any) out << "none any more (every stream finished meanwhile)";
+    return out.str();
+  }
+
+  // "" or the asynchronous error the collective reports for replica r (NCCL's).
+  std::string async_error(int r) const {
+    if constexpr (is_detected<group_async_error, group_type>) {
+      return group_->async_error(r);
+    } else {
+      (void)r;
+      return {};
+    }
+  }
+
+  // stream.synchronize(), except that a replica stops waiting
+  //   - once another has failed (abort_): with NCCL its stream may wait
+  //     forever for the failed replica's part of an all-reduce, and the pool
+  //     would never return;
+  //   - when the collective reports an asynchronous error (NCCL's
+  //     ncclCommGetAsyncError, polled every millisecond): the device work
+  //     may never finish;
+  //   - after options().collective_timeout_seconds: a replica that never
+  //     arrives (a hung peer, a lost link) must not stall the job forever.
+  // Each is a lockstep::Error naming the collective, the step and the
+  // replicas that had not finished; the failure path (run_on_replicas) then
+  // aborts the communicators (release_after_failure) and makes them anew.
   void wait_for(int r, cudaStream_t stream) {
+    using Clock = std::chrono::steady_clock;
+    progress_[static_cast<std::size_t>(r)].store(kWaiting, std::memory_order_release);
+    const double limit = options_.collective_timeout_seconds;
+    const Clock::time_point start = Clock::now();
+    Clock::time_point next_poll = start;
     for (int spins = 0;; ++spins) {
       const cudaError_t status = cudaStreamQuery(stream);
       if (status == cudaSuccess) break;
-      if (status != cudaErrorNotReady) LOCKSTEP_CUDA_CHECK(status);
-      if (failed_.load(std::memory_order_acquire))
+      if (status != cudaErrorNotReady) LOCKSTEP_CUDA_CHECK(status);  // clears the thread's last error
+      // From here on a cudaErrorNotReady may be the thread's last error:
+      // clear it before throwing, so that it does not outlive this step.
+      if (failed_.load(std::memory_order_acquire)) {
+        gpu::detail::clear_last_error();
         fail("replica ", r, " stopped waiting for GPU ", devices_[static_cast<std::size_t>(r)],
              " because another replica failed");
+      }
+      const Clock::time_point now = Clock::now();
+      if (now >= next_poll) {
+        next_poll = now + std::chrono::milliseconds(1);
+        const std::string error = async_error(r);
+        if (!error.empty()) {
+          gpu::detail::clear_last_error();
+          fail(Strategy::kName, "<", collective::kName, ">: ", collective::kName,
+               " reported an asynchronous error on replica ", r, "'s communicator (GPU ",
+               devices_[static_cast<std::size_t>(r)], ") in step ", step_index_,
+               " of this fit (counted from 0 over its epochs): ", error, ". Not finished: ", unfinished_replicas(),
+               ". The communicators are aborted (ncclCommAbort) and made anew.");
+        }
+      }
+      if (limit > 0 && std::chrono::duration<double>(now - start).count() > limit) {
+        gpu::detail::clear_last_error();
+        fail(Strategy::kName, "<", collective::kName, ">: step ", step_index_,
+             " of this fit (counted from 0 over its epochs) did not finish within ", limit, " s on replica ", r,
+             " (GPU ", devices_[static_cast<std::size_t>(r)], "); not finished: ", unfinished_replicas(),
+             ". The collective's device work is aborted (NCCL: ncclCommAbort) and the collective made anew, so the "
+             "trainer stays usable; if a step really takes this long, raise "
+             "CudaOptions::collective_timeout_seconds (trainer.executor().options())");
+      }
       if (spins < 4096)
         LOCKSTEP_CPU_RELAX();
       else
@@ -464,6 +573,23 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     // so that the next launch check does not report it; keep anything else.
     const cudaError_t last = cudaGetLastError();
     if (last != cudaErrorNotReady) LOCKSTEP_CUDA_CHECK(last);
+    progress_[static_cast<std::size_t>(r)].store(kFinished, std::memory_order_release);
+  }
+
+  // Enqueues on replica r's copy stream the copy of `rows` rows, gathered in
+  // pinned_*[rep.parity], to the staging buffers, once the step before has
+  // moved the previous slice out of them; records rep.staged. The pinned
+  // buffer is free: the copy that last read it was waited for by the step
+  // that used its slice, and that step has finished.
+  template <class Model>
+  void stage(Replica<Model>& rep, int r, std::size_t rows, std::size_t width) {
+    const cudaStream_t copy = ctx(r).copy.get();
+    rep.stage_read.wait_in(copy);
+    LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.x_staged.data(), rep.pinned_x[rep.parity].data(),
+                                        rows * Model::kInputs * sizeof(float), cudaMemcpyHostToDevice, copy));
+    LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.labels_staged.data(), rep.pinned_labels[rep.parity].data(),
+                                        rows * width * sizeof(label_type), cudaMemcpyHostToDevice, copy));
+    rep.staged.record(copy);
   }
 
   // Replica r's part of one synchronous step.
@@ -475,12 +601,17 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     const int global = process_rank() * replicas() + r, total = global_replicas();
     const auto [lo, hi] = Loader::replica_slice(step_batch_.count, global, total);
     const std::size_t rows = hi - lo, width = data.label_width();
-    if (!rep.prefetched)
+    if (!rep.prefetched) {
       gather(data, step_batch_.indices + lo, rows, rep.pinned_x[rep.parity].data(), rep.pinned_labels[rep.parity].data());
-    LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.x.data(), rep.pinned_x[rep.parity].data(),
-                                        rows * Model::kInputs * sizeof(float), cudaMemcpyHostToDevice, c.stream()));
-    LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.labels.data(), rep.pinned_labels[rep.parity].data(),
-                                        rows * width * sizeof(label_type), cudaMemcpyHostToDevice, c.stream()));
+      stage(rep, r, rows, width);
+    }
+    // The slice into the buffers the step reads (fixed pointers, which a
+    // captured graph keeps), once the copy stream has staged it; the next
+    // slice's copy may overwrite the staging buffers after stage_read.
+    rep.staged.wait_in(c.stream());
+    c.copy(rep.x.data(), rep.x_staged.data(), rows * Model::kInputs);
+    c.copy(rep.labels.data(), rep.labels_staged.data(), rows * width);
+    rep.stage_read.record(c.stream());
 
     // The step's scalars, where the kernels (also those of a replayed graph)
     // read them: the previous step has finished, so nothing reads them now.
@@ -514,13 +645,16 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(rep.stats.data(), rep.grads.data() + Model::kParams, kStats * sizeof(float),
                                         cudaMemcpyDeviceToHost, c.stream()));
 
-    // While the GPU runs this step, stage the next one's slice.
+    // While the GPU runs this step, gather the next one's slice and start its
+    // copy on the copy stream: it overlaps this step's compute.
     rep.parity ^= 1;
-    rep.prefetched = next_batch_.count > 0;
-    if (rep.prefetched) {
+    rep.prefetched = false;
+    if (next_batch_.count > 0) {
       const auto [nlo, nhi] = Loader::replica_slice(next_batch_.count, global, total);
       gather(data, next_batch_.indices + nlo, nhi - nlo, rep.pinned_x[rep.parity].data(),
              rep.pinned_labels[rep.parity].data());
+      stage(rep, r, nhi - nlo, width);
+      rep.prefetched = true;
     }
     wait_for(r, c.stream());
   }
@@ -536,6 +670,9 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   std::function<void(int)> job_;
   std::function<void()> forget_graphs_;  // drops the current RunState's graphs (set with it)
   std::atomic<bool> failed_{false};      // a replica of the running job failed (see wait_for)
+  std::unique_ptr<std::atomic<int>[]> progress_;  // per replica: kEnqueuing, kWaiting or kFinished
+  std::size_t steps_in_fit_ = 0;         // train_step calls since begin_fit
+  std::size_t step_index_ = 0;           // the running step's, counted from 0 over the fit's epochs
   const std::function<void()> abort_ = [this] {
     failed_.store(true, std::memory_order_release);
     group_->abort();

@@ -7,7 +7,11 @@
 //                   used from the next step on, on every backend
 //   run()           the run state: epoch, step, seed, steps done
 //   snapshot()      every variable, the state and the optimizer state (train/executor.hpp)
-//   stop_training() ends fit after the current epoch (Keras' model.stop_training = True)
+//   set_model(m)    m's parameters and state onto every replica (and into the
+//                   model), the optimizer state kept: EarlyStopping's
+//                   restore_best_weights
+//   stop_training() ends fit after the current batch (Keras' model.stop_training = True)
+//   process_rank()  this process's rank: callbacks that write files write on rank 0
 #pragma once
 
 #include <cstddef>
@@ -20,8 +24,9 @@ namespace lockstep {
 template <class Executor, class Optimizer, class Model>
 class FitView {
  public:
-  FitView(Executor& exec, Optimizer& optimizer, Model& model, RunState& run)
-      : exec_(exec), optimizer_(optimizer), model_(model), run_(run) {}
+  FitView(Executor& exec, Optimizer& optimizer, Model& model, RunState& run, std::size_t capacity,
+          std::size_t label_width)
+      : exec_(exec), optimizer_(optimizer), model_(model), run_(run), capacity_(capacity), label_width_(label_width) {}
 
   Model& model() {
     exec_.copy_out(model_);
@@ -29,7 +34,22 @@ class FitView {
   }
   Optimizer& optimizer() { return optimizer_; }
   const RunState& run() const { return run_; }
-  Snapshot snapshot() { return detail::take_snapshot<Model>(exec_); }
+  using model_type = Model;
+
+  Snapshot snapshot() {
+    Snapshot s = detail::take_snapshot<Model>(exec_);
+    s.run = run_;
+    return s;
+  }
+  void set_model(const Model& weights) {
+    Snapshot s = snapshot();
+    s.params = weights.parameters();
+    s.state = weights.state();
+    exec_.restore(model_, s, capacity_, label_width_);
+    model_.parameters() = s.params;
+    model_.state() = s.state;
+  }
+  int process_rank() const { return exec_.process_rank(); }
   void stop_training() { stop_ = true; }
   bool stop_requested() const { return stop_; }
 
@@ -38,6 +58,7 @@ class FitView {
   Optimizer& optimizer_;
   Model& model_;
   RunState& run_;
+  std::size_t capacity_, label_width_;
   bool stop_ = false;
 };
 

@@ -3,6 +3,7 @@
 // per-epoch record fit returns (Keras' History.history).
 #pragma once
 
+#include <charconv>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -11,6 +12,17 @@
 #include "lockstep/core/error.hpp"
 
 namespace lockstep {
+
+namespace detail {
+// The shortest text that reads back as `v`, as Python's repr writes floats
+// (CSV logs and file names carry values the way Keras writes them).
+inline std::string shortest(double v) {
+  if (v != v) return "nan";
+  char text[32];
+  const auto r = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, r.ptr);
+}
+}  // namespace detail
 
 class Logs {
  public:
@@ -30,7 +42,9 @@ class Logs {
   double operator[](const std::string& name) const {
     for (std::size_t i = 0; i < names_.size(); ++i)
       if (names_[i] == name) return values_[i];
-    fail("Logs: no value named '", name, "'");
+    std::string known;
+    for (const auto& n : names_) known += (known.empty() ? "" : ", ") + n;
+    fail("Logs: no value named '", name, "'; these logs have: ", known.empty() ? "none" : known);
   }
 
  private:

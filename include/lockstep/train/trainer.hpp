@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -42,6 +43,11 @@ struct BasicFitOptions {
   std::uint64_t seed = 0;  // the shuffle's and Dropout's seed
   bool verbose = true;     // show a ProgressBar on stdout
   const BasicDataset<Label>* validation_data = nullptr;
+  // Keras' validation_split: the last fraction of the training samples (taken
+  // before shuffling) is held out and evaluated instead of validation_data.
+  double validation_split = 0.0;
+  // Keras' validation_freq: validate after every N-th epoch (N >= 1).
+  int validation_freq = 1;
   // Keras' initial_epoch: the first epoch to run, so that a fit resumed from
   // a checkpoint continues the shuffle and the random keys of an unbroken run.
   int initial_epoch = 0;
@@ -117,8 +123,24 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // the start and hold the trained values at the end. Optimizer state carries
   // over between fit calls on the same model object.
   template <class Model, class... Callbacks>
-  History fit(Model& model, const data_type& train, const fit_options& options, Callbacks&&... callbacks) {
+  History fit(Model& model, const data_type& data, const fit_options& options, Callbacks&&... callbacks) {
     static_assert(detail::is_model<Model>::value, "fit: the first argument must be a model such as Sequential<...>.");
+    require(options.validation_split >= 0.0 && options.validation_split < 1.0, "fit: validation_split ",
+            options.validation_split, ", expected in [0, 1)");
+    require(options.validation_freq >= 1, "fit: validation_freq ", options.validation_freq, ", expected at least 1");
+    if (options.validation_split > 0.0) {
+      // Keras' rule: the last samples, before any shuffling.
+      const std::size_t held = static_cast<std::size_t>(static_cast<double>(data.size()) * options.validation_split);
+      require(held >= 1 && held < data.size(), "fit: validation_split ", options.validation_split, " of ",
+              data.size(), " samples holds out ", held, ", expected at least 1 and fewer than all of them");
+      const data_type train = data.slice(0, data.size() - held);
+      const data_type held_out = data.slice(data.size() - held, held);
+      fit_options rest = options;
+      rest.validation_split = 0.0;
+      rest.validation_data = &held_out;
+      return fit(model, train, rest, std::forward<Callbacks>(callbacks)...);
+    }
+    const data_type& train = data;
     check_data(model, train, "fit");
     require(options.epochs >= 0, "fit: epochs ", options.epochs, ", expected at least 0");
     require(options.initial_epoch >= 0 && options.initial_epoch <= options.epochs, "fit: initial_epoch ",
@@ -133,8 +155,9 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     if (Model::kState) exec_.group().broadcast_from_root(model.state().data(), Model::kState * sizeof(float));
     Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, run_.seed);
     exec_.begin_fit(model, optimizer_, Loader::slice_capacity(options.batch_size, global_replicas()),
-                    train.label_width());
-    FitView<executor_type, Optimizer, Model> view(exec_, optimizer_, model, run_);
+                    train.label_width());  // the capacity FitView uses below
+    const std::size_t capacity = Loader::slice_capacity(options.batch_size, global_replicas());
+    FitView<executor_type, Optimizer, Model> view(exec_, optimizer_, model, run_, capacity, train.label_width());
 
     TrainInfo info{options.epochs, loader.steps(), options.batch_size, train.size(), global_replicas()};
     Logs logs = make_logs(false);  // what each step reports
@@ -171,9 +194,14 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
           logs.set(i, sums[i] / seen);
         }
         with_bar([&](auto&... cb) { detail::batch_end(view, step, logs, cb...); });
+        if (view.stop_requested()) break;  // Keras stops at the batch that asked
       }
       for (std::size_t i = 0; i < logs.size(); ++i) epoch_logs.set(i, logs.value(i));
-      if (options.validation_data) {
+      const bool validate = options.validation_data && (epoch + 1) % options.validation_freq == 0;
+      // An epoch without validation reports its val_ entries as NaN (Keras leaves them out).
+      for (std::size_t i = 1 + kMetrics; options.validation_data && i < epoch_logs.size(); ++i)
+        epoch_logs.set(i, std::numeric_limits<double>::quiet_NaN());
+      if (validate) {
         const auto val = means(
             exec_.template evaluate<Model>(nullptr, nullptr, *options.validation_data, options.batch_size),
             *options.validation_data);
