@@ -28,6 +28,7 @@
 #include "lockstep/metrics/accuracy.hpp"
 
 #include "lockstep/optim/adam.hpp"
+#include "lockstep/optim/schedules.hpp"
 #include "lockstep/optim/sgd.hpp"
 
 #include "lockstep/collective/hierarchical_copy_all_reduce.hpp"

@@ -301,3 +301,28 @@ TEST_CASE("summary prints Keras' table") {
   summary(Sequential<Input<28, 28, 1>, Flatten, Dense<10>>{}, image);
   CHECK(image.str().find(" flatten (Flatten)           (None, 784)               0\n") != std::string::npos);
 }
+
+TEST_CASE("AdamW and scheduled optimizers train under every strategy - a constant schedule changes nothing") {
+  const FitOptions options = testing::quiet_fit(16, 2);
+  Model plain{4}, scheduled{4}, sharded{4};
+  Trainer<Mirrored, Sgd> a{Mirrored{2}, Sgd{0.1}};
+  using Constant = Scheduled<Sgd, PiecewiseConstantDecay>;
+  const Constant constant{Sgd{0.5}, PiecewiseConstantDecay({}, {0.1})};
+  Trainer<Mirrored, Constant> b{Mirrored{2}, constant};
+  Trainer<CentralStoragePolicy, Constant> c{CentralStoragePolicy{3}, constant};
+  a.fit(plain, data(), options);
+  b.fit(scheduled, data(), options);
+  c.fit(sharded, data(), options);
+  CHECK(plain.parameters() == scheduled.parameters());  // bit for bit: 0.1 every step, whatever Sgd's own rate
+  CHECK(testing::max_abs_difference(plain.parameters(), sharded.parameters()) <= 1e-5);
+
+  Model w1{4}, w2{4}, adam{4};
+  Trainer<Mirrored, AdamW> one{Mirrored{1}, AdamW{0.01, 0.1}}, two{Mirrored{2}, AdamW{0.01, 0.1}};
+  Trainer<Mirrored, Adam> plain_adam{Mirrored{1}, Adam{0.01}};
+  one.fit(w1, data(), options);
+  two.fit(w2, data(), options);
+  plain_adam.fit(adam, data(), options);
+  CHECK(testing::max_abs_difference(w1.parameters(), w2.parameters()) <= 1e-5);
+  CHECK(testing::max_abs_difference(w1.parameters(), adam.parameters()) > 1e-4);  // the decay acted
+  CHECK(two.snapshot(w2).slots.size() == 2);
+}

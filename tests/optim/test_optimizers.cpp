@@ -7,6 +7,7 @@
 
 #include "lockstep/backend/host/context.hpp"
 #include "lockstep/optim/adam.hpp"
+#include "lockstep/optim/schedules.hpp"
 #include "lockstep/optim/sgd.hpp"
 
 using namespace lockstep;
@@ -93,4 +94,53 @@ TEST_CASE("a learning rate changed between steps is used by the next step (the s
   update(s, opt, p, g);  // v = -0.02, p = 0.76
   CHECK(p[0] == doctest::Approx(0.76));
   CHECK(s.iterations() == 3);
+}
+
+TEST_CASE("AdamW: Keras' defaults; decoupled weight decay before Adam's step; Adam's bits unchanged without it") {
+  const AdamW w;
+  CHECK(w.weight_decay == doctest::Approx(0.004));
+  CHECK(w.learning_rate == doctest::Approx(1e-3));
+  AdamW opt(0.1, 0.01);
+  std::vector<float> p = {2.0f}, g = {0.5f};
+  AdamW::State<host::Context> state(opt, 1);
+  update(state, opt, p, g);
+  const double decayed = 2.0 - 2.0 * 0.01 * 0.1;
+  const double a1 = 0.1 * std::sqrt(1 - 0.999) / (1 - 0.9);
+  CHECK(p[0] == doctest::Approx(decayed - a1 * 0.05 / (std::sqrt(0.00025) + 1e-7)).epsilon(1e-6));
+  CHECK_THROWS_WITH_AS(AdamW(1e-3, 1.5), doctest::Contains("weight_decay 1.5"), Error);
+}
+
+TEST_CASE("schedules follow Keras' formulas") {
+  const ExponentialDecay exp_decay(0.1, 10, 0.5), stairs(0.1, 10, 0.5, true);
+  CHECK(exp_decay(0) == doctest::Approx(0.1));
+  CHECK(exp_decay(5) == doctest::Approx(0.1 * std::pow(0.5, 0.5)));
+  CHECK(stairs(15) == doctest::Approx(0.05));
+  const PiecewiseConstantDecay piecewise({10, 20}, {1.0, 0.5, 0.1});
+  CHECK(piecewise(10) == 1.0);
+  CHECK(piecewise(11) == 0.5);
+  CHECK(piecewise(21) == 0.1);
+  const CosineDecay cosine(1.0, 100, 0.1);
+  CHECK(cosine(0) == doctest::Approx(1.0));
+  CHECK(cosine(50) == doctest::Approx(0.1 + 0.9 * 0.5));
+  CHECK(cosine(200) == doctest::Approx(0.1));
+  const CosineDecay warm(0.0, 100, 0.0, 1.0, 10);
+  CHECK(warm(5) == doctest::Approx(0.5));
+  CHECK(warm(10) == doctest::Approx(1.0));
+  CHECK(warm(60) == doctest::Approx(0.5));
+  const PolynomialDecay poly(1.0, 10, 0.0, 2.0), cyc(1.0, 10, 0.0, 1.0, true);
+  CHECK(poly(5) == doctest::Approx(0.25));
+  CHECK(poly(50) == doctest::Approx(0.0));
+  CHECK(cyc(15) == doctest::Approx(0.25));
+  CHECK_THROWS_WITH_AS(PiecewiseConstantDecay({1, 2}, {1.0}), doctest::Contains("2 boundaries and 1 values"), Error);
+}
+
+TEST_CASE("Scheduled<Sgd, ...> takes update t's learning rate from schedule(t - 1)") {
+  const Scheduled<Sgd, PiecewiseConstantDecay> opt{Sgd{}, PiecewiseConstantDecay({0}, {1.0, 0.1})};
+  std::vector<float> p = {1.0f}, g = {1.0f};
+  Scheduled<Sgd, PiecewiseConstantDecay>::State<host::Context> state(opt, 1);
+  update(state, opt, p, g);  // schedule(0) = 1.0
+  CHECK(p[0] == doctest::Approx(0.0));
+  update(state, opt, p, g);  // schedule(1) = 0.1
+  CHECK(p[0] == doctest::Approx(-0.1));
+  CHECK(state.iterations() == 2);
 }

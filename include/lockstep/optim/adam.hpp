@@ -1,7 +1,9 @@
 // Adam with Keras' defaults (lr 1e-3, beta_1 0.9, beta_2 0.999, epsilon 1e-7)
 // and Keras' update, one fused pass over the flat buffer:
+//   p -= p * weight_decay * lr                       (decoupled; 0 for Adam)
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 //   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)
+// AdamW is the same optimizer with Keras' weight decay default (0.004).
 // One State for every backend (optim/optimizer.hpp has the contract).
 #pragma once
 
@@ -19,6 +21,7 @@ namespace kernels {
 struct AdamScalars {
   float alpha;  // the step size of this update, bias correction folded in
   float beta_1, beta_2, epsilon;
+  float decay;  // weight_decay * learning rate: the decoupled weight decay of this update
 };
 // Grads: a `const float*`, or a view that reads the gradient as it goes
 // (host::SumOfTwo); g[i] is read once.
@@ -35,7 +38,8 @@ struct BasicAdamStep {
     const float vi = s.beta_2 * v[i] + (1.0f - s.beta_2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    p[i] -= s.alpha * mi / (std::sqrt(vi) + s.epsilon);
+    const float pi = p[i] - p[i] * s.decay;
+    p[i] = pi - s.alpha * mi / (std::sqrt(vi) + s.epsilon);
   }
 };
 using AdamStep = BasicAdamStep<const float*>;
@@ -46,6 +50,7 @@ struct Adam {
   float beta_1;
   float beta_2;
   float epsilon;
+  float weight_decay = 0.0f;  // Keras' decoupled weight decay (AdamW's default: 0.004)
 
   explicit Adam(double learning_rate = 1e-3, double beta_1 = 0.9, double beta_2 = 0.999, double epsilon = 1e-7)
       : learning_rate(static_cast<float>(learning_rate)),
@@ -79,7 +84,8 @@ class Adam::State {
   // takes effect here, also for a step replayed from a CUDA graph).
   void prepare(const Adam& opt) {
     ++iterations_;
-    *scalars_.data() = kernels::AdamScalars{opt.alpha(iterations_), opt.beta_1, opt.beta_2, opt.epsilon};
+    *scalars_.data() = kernels::AdamScalars{opt.alpha(iterations_), opt.beta_1, opt.beta_2, opt.epsilon,
+                                            opt.weight_decay * opt.learning_rate};
   }
   // The update of the entries [first, last): the whole buffer, or a replica's
   // shard under a sharded update. grads[i] is the gradient of parameter i.
@@ -103,6 +109,20 @@ class Adam::State {
   typename Ctx::template buffer<float> m_, v_;
   typename Ctx::template host_visible_buffer<kernels::AdamScalars> scalars_;
   std::int64_t iterations_ = 0;
+};
+
+// AdamW: Adam with decoupled weight decay, Keras' defaults (learning rate
+// 1e-3, weight_decay 0.004): each step first shrinks every variable by
+// weight_decay * lr, then applies Adam's update.
+struct AdamW : Adam {
+  explicit AdamW(double learning_rate = 1e-3, double weight_decay = 0.004, double beta_1 = 0.9,
+                 double beta_2 = 0.999, double epsilon = 1e-7)
+      : Adam(learning_rate, beta_1, beta_2, epsilon) {
+    require(weight_decay >= 0 && weight_decay < 1, "AdamW: weight_decay ", weight_decay, ", expected in [0, 1)");
+    this->weight_decay = static_cast<float>(weight_decay);
+  }
+  template <class Ctx>
+  using State = Adam::State<Ctx>;
 };
 
 }  // namespace lockstep

@@ -1,0 +1,122 @@
+// Learning-rate schedules, Keras' formulas and arguments, and Scheduled<Opt,
+// Schedule>: any optimizer with a learning_rate whose rate follows a schedule
+// of the step count. The rate of update t is schedule(t - 1) (Keras evaluates
+// the schedule at optimizer.iterations before the update), computed on the
+// host in the State's prepare() and written with the step's other scalars,
+// so a step replayed from a CUDA graph uses the current value too.
+//   Trainer<MirroredPolicy<HostAllReduce>, Scheduled<Adam, CosineDecay>> t{
+//       strategy, Scheduled<Adam, CosineDecay>{Adam{}, CosineDecay{1e-3, 10000}}};
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "lockstep/core/error.hpp"
+
+namespace lockstep {
+
+// initial * decay_rate ^ (step / decay_steps), the exponent floored when staircase.
+struct ExponentialDecay {
+  double initial_learning_rate, decay_steps, decay_rate;
+  bool staircase = false;
+  ExponentialDecay(double initial, double steps, double rate, bool stairs = false)
+      : initial_learning_rate(initial), decay_steps(steps), decay_rate(rate), staircase(stairs) {
+    require(initial > 0 && steps > 0 && rate > 0, "ExponentialDecay: initial_learning_rate ", initial,
+            ", decay_steps ", steps, ", decay_rate ", rate, ", expected all > 0");
+  }
+  double operator()(std::int64_t step) const {
+    double p = static_cast<double>(step) / decay_steps;
+    if (staircase) p = std::floor(p);
+    return initial_learning_rate * std::pow(decay_rate, p);
+  }
+};
+
+// values[0] up to and including boundaries[0], values[1] up to boundaries[1], ..., values.back() after.
+struct PiecewiseConstantDecay {
+  std::vector<std::int64_t> boundaries;
+  std::vector<double> values;
+  PiecewiseConstantDecay(std::vector<std::int64_t> b, std::vector<double> v) : boundaries(std::move(b)), values(std::move(v)) {
+    require(values.size() == boundaries.size() + 1, "PiecewiseConstantDecay: ", boundaries.size(), " boundaries and ",
+            values.size(), " values, expected one value more than boundaries");
+    require(std::is_sorted(boundaries.begin(), boundaries.end()), "PiecewiseConstantDecay: boundaries must increase");
+    for (double x : values) require(x > 0, "PiecewiseConstantDecay: value ", x, ", expected > 0");
+  }
+  double operator()(std::int64_t step) const {
+    std::size_t i = 0;
+    while (i < boundaries.size() && step > boundaries[i]) ++i;
+    return values[i];
+  }
+};
+
+// A linear warmup from initial_learning_rate to warmup_target over
+// warmup_steps (where warmup_target is given), then a cosine decay over
+// decay_steps to alpha times the peak (Keras' CosineDecay).
+struct CosineDecay {
+  double initial_learning_rate, decay_steps, alpha = 0.0;
+  double warmup_target = 0.0;  // 0: no warmup
+  double warmup_steps = 0.0;
+  CosineDecay(double initial, double steps, double a = 0.0, double target = 0.0, double warmup = 0.0)
+      : initial_learning_rate(initial), decay_steps(steps), alpha(a), warmup_target(target), warmup_steps(warmup) {
+    require(initial >= 0 && steps > 0 && a >= 0 && a <= 1 && warmup >= 0 && target >= 0,
+            "CosineDecay: initial_learning_rate ", initial, ", decay_steps ", steps, ", alpha ", a,
+            ", warmup_target ", target, ", warmup_steps ", warmup,
+            ": expected decay_steps > 0, alpha in [0, 1] and the others >= 0");
+  }
+  double operator()(std::int64_t step) const {
+    const double s = static_cast<double>(step);
+    const bool warms = warmup_target > 0 && warmup_steps > 0;
+    if (warms && s < warmup_steps)
+      return initial_learning_rate + (warmup_target - initial_learning_rate) * (s / warmup_steps);
+    const double peak = warms ? warmup_target : initial_learning_rate;
+    const double t = std::min(s - (warms ? warmup_steps : 0.0), decay_steps);
+    const double cosine = 0.5 * (1.0 + std::cos(3.14159265358979323846 * t / decay_steps));
+    return peak * ((1.0 - alpha) * cosine + alpha);
+  }
+};
+
+// (initial - end) * (1 - step / decay_steps) ^ power + end, the step held at
+// decay_steps, or, with cycle, decay_steps stretched to the next multiple.
+struct PolynomialDecay {
+  double initial_learning_rate, decay_steps, end_learning_rate = 1e-4, power = 1.0;
+  bool cycle = false;
+  PolynomialDecay(double initial, double steps, double end = 1e-4, double pw = 1.0, bool cyc = false)
+      : initial_learning_rate(initial), decay_steps(steps), end_learning_rate(end), power(pw), cycle(cyc) {
+    require(initial > 0 && steps > 0 && end >= 0 && pw > 0, "PolynomialDecay: initial_learning_rate ", initial,
+            ", decay_steps ", steps, ", end_learning_rate ", end, ", power ", pw,
+            ": expected initial, decay_steps and power > 0, end >= 0");
+  }
+  double operator()(std::int64_t step) const {
+    double s = static_cast<double>(step), steps = decay_steps;
+    if (cycle)
+      steps = decay_steps * std::max(1.0, std::ceil(s / decay_steps));
+    else
+      s = std::min(s, decay_steps);
+    return (initial_learning_rate - end_learning_rate) * std::pow(1.0 - s / steps, power) + end_learning_rate;
+  }
+};
+
+// Opt with its learning rate taken from `schedule` at every step.
+template <class Opt, class Schedule>
+struct Scheduled : Opt {
+  Schedule schedule;
+  Scheduled(Opt opt, Schedule s) : Opt(std::move(opt)), schedule(std::move(s)) {}
+
+  template <class Ctx>
+  class State : public Opt::template State<Ctx> {
+    using Base = typename Opt::template State<Ctx>;
+
+   public:
+    State(const Scheduled& opt, std::size_t params) : Base(opt, params) {}
+    void prepare(const Scheduled& opt) {
+      Opt now = opt;
+      now.learning_rate = static_cast<float>(opt.schedule(this->iterations()));
+      Base::prepare(now);
+    }
+  };
+};
+
+}  // namespace lockstep
