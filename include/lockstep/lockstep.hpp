@@ -26,6 +26,7 @@
 #include "lockstep/losses/mean_squared_error.hpp"
 #include "lockstep/losses/sparse_categorical_crossentropy.hpp"
 #include "lockstep/metrics/accuracy.hpp"
+#include "lockstep/metrics/regression.hpp"
 
 #include "lockstep/optim/adam.hpp"
 #include "lockstep/optim/schedules.hpp"

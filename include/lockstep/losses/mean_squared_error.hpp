@@ -40,6 +40,12 @@ struct MeanSquaredError {
             ", expected ", outputs, " (one per model output)");
   }
 
+  // As a metric (Metrics<MeanSquaredError>): the per-row squared error.
+  template <int Outputs>
+  static kernels::SquaredErrorRow<float> row(const float* outputs, const float* targets, float* out) {
+    return {outputs, targets, out, nullptr, 1.0f, Outputs};
+  }
+
   template <int Outputs, class Ctx, class T>
   static void forward_backward(Ctx& ctx, const T* y, const label_type* targets, int rows, T scale, T* loss, T* grad) {
     ctx.for_each_row(static_cast<std::size_t>(rows), kernels::SquaredErrorRow<T>{y, targets, loss, grad, scale, Outputs});

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "lockstep/core/config.hpp"
 
@@ -46,5 +47,21 @@ template <class... M>
 struct Metrics {
   static constexpr std::size_t kCount = sizeof...(M);
 };
+
+namespace detail {
+template <class M, class = void>
+struct has_finish : std::false_type {};
+template <class M>
+struct has_finish<M, std::void_t<decltype(M::finish(0.0))>> : std::true_type {};
+// A metric's value from the mean of its rows: the mean itself, or what the
+// metric's finish makes of it (RootMeanSquaredError's square root).
+template <class M>
+double finish_metric(double mean) {
+  if constexpr (has_finish<M>::value)
+    return M::finish(mean);
+  else
+    return mean;
+}
+}  // namespace detail
 
 }  // namespace lockstep

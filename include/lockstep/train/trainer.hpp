@@ -191,7 +191,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
         seen += static_cast<double>(count);
         for (std::size_t i = 0; i < kStats; ++i) {
           sums[i] += stats[i];
-          logs.set(i, sums[i] / seen);
+          logs.set(i, finish(i, sums[i] / seen));
         }
         with_bar([&](auto&... cb) { detail::batch_end(view, step, logs, cb...); });
         if (view.stop_requested()) break;  // Keras stops at the batch that asked
@@ -252,8 +252,15 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
  private:
   static std::vector<double> means(std::vector<double> sums, const data_type& data) {
-    for (auto& v : sums) v /= static_cast<double>(data.size());
+    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] = finish(i, sums[i] / static_cast<double>(data.size()));
     return sums;
+  }
+  // Statistic i (0 the loss, then the metrics) from the mean of its rows.
+  static double finish(std::size_t i, double mean) {
+    double out = mean;
+    [[maybe_unused]] std::size_t m = 1;
+    ((out = i == m++ ? detail::finish_metric<Metric>(mean) : out), ...);
+    return out;
   }
 
   // Every process must train the same model on the same layout (a no-op in one process).
