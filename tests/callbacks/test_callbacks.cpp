@@ -326,3 +326,29 @@ TEST_CASE("AdamW and scheduled optimizers train under every strategy - a constan
   CHECK(testing::max_abs_difference(w1.parameters(), adam.parameters()) > 1e-4);  // the decay acted
   CHECK(two.snapshot(w2).slots.size() == 2);
 }
+
+namespace {
+// Keras' names for the batch hooks, and lockstep's, each called once per step.
+struct CountsBatches {
+  int begin = 0, end = 0, train_begin = 0, train_end = 0;
+  void on_batch_begin(std::size_t) { ++begin; }
+  void on_batch_end(std::size_t, const Logs&) { ++end; }
+  void on_train_batch_begin(std::size_t) { ++train_begin; }
+  template <class View>
+  void on_train_batch_end(std::size_t step, const Logs&, View& view) {
+    ++train_end;
+    CHECK(view.run().step == step);
+  }
+};
+}  // namespace
+
+TEST_CASE("batch hooks under lockstep's and Keras' names are each called once per step") {
+  Model model{1};
+  Trainer<Mirrored, Adam> trainer{Mirrored{2}};
+  CountsBatches counts;
+  trainer.fit(model, data(), testing::quiet_fit(20, 2), counts);
+  CHECK(counts.begin == 6);
+  CHECK(counts.end == 6);
+  CHECK(counts.train_begin == 6);
+  CHECK(counts.train_end == 6);
+}

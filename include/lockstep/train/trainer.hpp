@@ -125,6 +125,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   template <class Model, class... Callbacks>
   History fit(Model& model, const data_type& data, const fit_options& options, Callbacks&&... callbacks) {
     static_assert(detail::is_model<Model>::value, "fit: the first argument must be a model such as Sequential<...>.");
+    static_assert((detail::check_callback<std::decay_t<Callbacks>, FitView<executor_type, Optimizer, Model>>() && ...));
     require(options.validation_split >= 0.0 && options.validation_split < 1.0, "fit: validation_split ",
             options.validation_split, ", expected in [0, 1)");
     require(options.validation_freq >= 1, "fit: validation_freq ", options.validation_freq, ", expected at least 1");
@@ -180,6 +181,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
       double sums[kStats] = {}, seen = 0;  // the loss, then each metric, summed over the epoch's samples
       for (run_.step = 0; run_.step < loader.steps(); ++run_.step) {
         const std::size_t step = run_.step;
+        with_bar([&](auto&... cb) { detail::batch_begin(view, step, cb...); });
         const auto [indices, count] = loader.batch(step);
         // The next batch of this epoch, which a device backend copies while this step runs.
         StepBatch next;
