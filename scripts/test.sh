@@ -7,7 +7,9 @@
 # tests that ran here, not about gpu tests that were skipped. Extra arguments
 # go to the host ctest, e.g.
 #   scripts/test.sh -R 'data:'      scripts/test.sh -LE e2e
-# LOCKSTEP_SKIP_CUDA=1 leaves the CUDA build out.
+# LOCKSTEP_SKIP_CUDA=1 leaves the CUDA build out. Where nvcc is found, the
+# rehearsal of the GPU node's check (scripts/gpu-rehearsal.sh) runs after the
+# host tests, before the totals; LOCKSTEP_SKIP_REHEARSAL=1 leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +39,17 @@ fi
 
 echo "==> [4/4] host tests (ctest --preset host -j 2${*:+ $*})"
 ctest --preset host -j 2 "$@" | tee "$logs/host.log"
+
+# The GPU node's check, rehearsed on a stand-in for the node (set -e stops the
+# script where it fails). Not counted in the totals, which are ctest's.
+if [[ ${LOCKSTEP_SKIP_REHEARSAL:-0} == 1 ]]; then
+  echo "==> gpu rehearsal: skipped (LOCKSTEP_SKIP_REHEARSAL=1)"
+elif [[ ${LOCKSTEP_SKIP_CUDA:-0} == 1 ]] || ! command -v nvcc >/dev/null 2>&1; then
+  echo "==> gpu rehearsal: skipped (no CUDA build here)"
+else
+  echo "==> gpu rehearsal (scripts/gpu-rehearsal.sh): gpu-check.sh --prepare, then gpu-check.sh on a stand-in for the GPU node"
+  scripts/gpu-rehearsal.sh
+fi
 
 # Totals over every ctest run above, from ctest's own closing lines:
 # "N% tests passed, F tests failed out of T", then one "(Skipped)" line per

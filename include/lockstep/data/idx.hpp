@@ -2,7 +2,24 @@
 // and loaders that turn an image/label pair of IDX files into a Dataset.
 #pragma once
 
+// LOCKSTEP_HAVE_ZLIB: 1 reads gzip-compressed files through zlib; 0 reads plain
+// IDX files only, and a gzip file is then an Error that says so. CMake defines
+// it (1 where it found zlib, which lockstep::lockstep then links); without
+// CMake it is 1 where <zlib.h> can be included (then link -lz).
+#ifndef LOCKSTEP_HAVE_ZLIB
+#if defined(__has_include)
+#if __has_include(<zlib.h>)
+#define LOCKSTEP_HAVE_ZLIB 1
+#endif
+#endif
+#endif
+#ifndef LOCKSTEP_HAVE_ZLIB
+#define LOCKSTEP_HAVE_ZLIB 0
+#endif
+
+#if LOCKSTEP_HAVE_ZLIB
 #include <zlib.h>
+#endif
 
 #include <cerrno>
 #include <climits>
@@ -34,11 +51,6 @@ namespace detail {
 
 inline constexpr std::uint8_t kIdxUnsignedByte = 0x08;
 
-struct GzCloser {
-  void operator()(gzFile_s* file) const { gzclose(file); }
-};
-using GzHandle = std::unique_ptr<gzFile_s, GzCloser>;
-
 inline std::string idx_hex(std::uint32_t value, int digits) {
   char text[16];
   std::snprintf(text, sizeof text, "0x%0*X", digits, static_cast<unsigned>(value));
@@ -53,6 +65,13 @@ inline std::string idx_shape(const std::vector<std::size_t>& dims) {
   }
   return out;
 }
+
+#if LOCKSTEP_HAVE_ZLIB
+
+struct GzCloser {
+  void operator()(gzFile_s* file) const { gzclose(file); }
+};
+using GzHandle = std::unique_ptr<gzFile_s, GzCloser>;
 
 // gzread stops short only at end of file or on an error, so this returns the
 // bytes it got and leaves the distinction to gzerror.
@@ -91,14 +110,92 @@ inline GzHandle gz_open_for_read(const std::string& path) {
   return file;
 }
 
+// The bytes of one file, inflated on the fly where it is gzip-compressed (zlib
+// reads a plain file as it is).
+class IdxSource {
+ public:
+  explicit IdxSource(const std::string& path) : path_(path), file_(gz_open_for_read(path)) {}
+
+  std::size_t read(std::uint8_t* dst, std::size_t count) {
+    return gz_read_fully(file_.get(), path_, dst, count);
+  }
+
+  // Said after "truncated: ..." where the file ended early.
+  const char* truncation_note() {
+    int code = Z_OK;
+    gzerror(file_.get(), &code);
+    return code == Z_BUF_ERROR ? " (the gzip stream ends early)" : "";
+  }
+
+ private:
+  std::string path_;
+  GzHandle file_;
+};
+
+#else  // !LOCKSTEP_HAVE_ZLIB
+
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
+// The bytes of one plain file. A build without zlib cannot inflate, so a file
+// that starts with gzip's magic bytes (0x1f 0x8b) is refused with a sentence
+// that says how to go on, whatever its name.
+class IdxSource {
+ public:
+  explicit IdxSource(const std::string& path) : path_(path) {
+    errno = 0;
+    file_.reset(std::fopen(path.c_str(), "rb"));
+    if (!file_) {
+      const int err = errno;
+      if (err == ENOENT) fail(path, ": file does not exist");
+      fail(path, ": file cannot be opened: ", err ? std::strerror(err) : "unknown error");
+    }
+    // Looked at through a small buffer rather than by seeking back, so that a
+    // pipe reads as well as a file.
+    peeked_ = read_file(peek_, sizeof peek_);
+    if (peeked_ >= 2 && peek_[0] == 0x1f && peek_[1] == 0x8b) {
+      fail(path, ": gzip-compressed, and this build of lockstep reads only plain IDX files (it was built "
+                 "without zlib: LOCKSTEP_HAVE_ZLIB=0); decompress it (gunzip -k ", path,
+           ") or rebuild with zlib (Debian: zlib1g-dev)");
+    }
+  }
+
+  std::size_t read(std::uint8_t* dst, std::size_t count) {
+    std::size_t got = 0;
+    while (peek_at_ < peeked_ && got < count) dst[got++] = peek_[peek_at_++];
+    return got + (got < count ? read_file(dst + got, count - got) : 0);
+  }
+
+  const char* truncation_note() { return ""; }
+
+ private:
+  std::size_t read_file(std::uint8_t* dst, std::size_t count) {
+    errno = 0;
+    const std::size_t n = std::fread(dst, 1, count, file_.get());
+    if (n < count && std::ferror(file_.get())) {
+      fail(path_, ": read failed: ", errno ? std::strerror(errno) : "unknown error");
+    }
+    return n;
+  }
+
+  std::string path_;
+  std::unique_ptr<std::FILE, FileCloser> file_;
+  std::uint8_t peek_[2] = {0, 0};
+  std::size_t peeked_ = 0;
+  std::size_t peek_at_ = 0;
+};
+
+#endif  // LOCKSTEP_HAVE_ZLIB
+
 // Reads an IDX file whose number of dimensions is `expected_ndim` (any when 0);
 // `kind` names what that file is ("an image file") for the error message.
 inline IdxArray read_idx_checked(const std::string& path, std::size_t expected_ndim,
                                  const char* kind) {
-  GzHandle file = gz_open_for_read(path);
+  IdxSource file(path);
 
   std::uint8_t magic[4];
-  const std::size_t magic_got = gz_read_fully(file.get(), path, magic, 4);
+  const std::size_t magic_got = file.read(magic, 4);
   require(magic_got == 4, path, ": truncated: an IDX header needs at least 4 bytes, found ",
           magic_got);
   const std::uint32_t magic_value = (std::uint32_t{magic[0]} << 24) |
@@ -121,7 +218,7 @@ inline IdxArray read_idx_checked(const std::string& path, std::size_t expected_n
 
   const std::size_t header_bytes = 4 + 4 * ndim;
   std::uint8_t dim_bytes[4 * 255];
-  const std::size_t dims_got = gz_read_fully(file.get(), path, dim_bytes, 4 * ndim);
+  const std::size_t dims_got = file.read(dim_bytes, 4 * ndim);
   require(dims_got == 4 * ndim, path, ": truncated: the ", ndim, "-dimensional IDX header needs ",
           header_bytes, " bytes, found ", 4 + dims_got);
 
@@ -149,24 +246,22 @@ inline IdxArray read_idx_checked(const std::string& path, std::size_t expected_n
   while (true) {
     array.data.resize(capacity);
     const std::size_t n =
-        gz_read_fully(file.get(), path, array.data.data() + data_got, capacity - data_got);
+        file.read(array.data.data() + data_got, capacity - data_got);
     data_got += n;
     if (data_got < capacity || capacity == total) break;
     capacity = total - capacity > capacity ? 2 * capacity : total;
   }
   array.data.resize(data_got);
   if (data_got != total) {
-    int code = Z_OK;
-    gzerror(file.get(), &code);
     fail(path, ": truncated: the header declares ", idx_shape(array.dims), " so ",
          header_bytes + total, " bytes are expected, found ", header_bytes + data_got,
-         code == Z_BUF_ERROR ? " (the gzip stream ends early)" : "");
+         file.truncation_note());
   }
 
   // Extra bytes mean the header and the payload disagree, so neither can be trusted.
   std::uint8_t scratch[1 << 16];
   std::size_t extra = 0;
-  for (std::size_t n; (n = gz_read_fully(file.get(), path, scratch, sizeof scratch)) > 0;) {
+  for (std::size_t n; (n = file.read(scratch, sizeof scratch)) > 0;) {
     extra += n;
     if (n < sizeof scratch) break;
   }
@@ -182,7 +277,8 @@ inline std::vector<Dataset::label_type> idx_labels_to_int(const std::vector<std:
 
 }  // namespace detail
 
-// Reads any unsigned-byte IDX file; gzip-compressed files are inflated on the fly.
+// Reads any unsigned-byte IDX file; gzip-compressed files are inflated on the fly
+// (with zlib; without it they are an Error).
 inline IdxArray read_idx(const std::string& path) {
   return detail::read_idx_checked(path, 0, "any IDX file");
 }
@@ -223,7 +319,8 @@ inline Dataset load_idx(const std::string& images_path, const std::string& label
 }
 
 // split is "train" (60000 samples) or "test" (10000, the t10k files). Each file
-// is looked for gzipped first, then uncompressed.
+// is looked for gzipped first, then uncompressed; in a build without zlib,
+// uncompressed first (a .gz file alone is then an Error that says so).
 inline Dataset load_fashion_mnist(const std::string& dir, const std::string& split) {
   std::string prefix;
   if (split == "train") {
@@ -238,8 +335,9 @@ inline Dataset load_fashion_mnist(const std::string& dir, const std::string& spl
     std::filesystem::path gz = base;
     gz += ".gz";
     std::error_code ec;
-    if (std::filesystem::exists(gz, ec)) return gz.string();
+    if (LOCKSTEP_HAVE_ZLIB && std::filesystem::exists(gz, ec)) return gz.string();
     if (std::filesystem::exists(base, ec)) return base.string();
+    if (std::filesystem::exists(gz, ec)) return gz.string();
     fail("load_fashion_mnist: neither ", gz.string(), " nor ", base.string(),
          " exists (is the Fashion-MNIST data in ", dir, "?)");
   };
