@@ -352,3 +352,14 @@ TEST_CASE("batch hooks under lockstep's and Keras' names are each called once pe
   CHECK(counts.train_begin == 6);
   CHECK(counts.train_end == 6);
 }
+
+TEST_CASE("a parameters() or state() vector resized by the user is an Error at fit, evaluate and predict") {
+  Model model{1};
+  model.parameters().pop_back();
+  Trainer<Mirrored, Adam> trainer{Mirrored{1}};
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data(), testing::quiet_fit(20, 1)),
+                       doctest::Contains("the model holds 82 parameters and 0 state values, its layers have 83 and 0"),
+                       Error);
+  CHECK_THROWS_WITH_AS(trainer.evaluate(model, data()), doctest::Contains("evaluate: the model holds 82"), Error);
+  CHECK_THROWS_WITH_AS(trainer.predict(model, data()), doctest::Contains("predict: the model holds 82"), Error);
+}

@@ -50,6 +50,7 @@ struct Softmax {
   template <class In>
   struct Bind : detail::ShapePreserving<In> {
     static constexpr const char* kName = "softmax";
+    static constexpr bool kIsSoftmax = true;  // a from-logits loss after it would apply softmax twice
     static_assert(In::kRank == 1, "Softmax normalises a flat vector per sample: put Flatten before it.");
     template <class Ctx, class P, class T>
     static void forward(Ctx& ctx, const P&, Slots<T>, const T* x, T* y, int rows) {

@@ -315,6 +315,13 @@ class Sequential {
 };
 
 namespace detail {
+template <class B, class = void>
+struct is_softmax : std::false_type {};
+template <class B>
+struct is_softmax<B, std::enable_if_t<B::kIsSoftmax>> : std::true_type {};
+template <class M>
+struct ends_with_softmax : is_softmax<typename M::template layer<M::kLayers - 1>> {};
+
 template <class T>
 struct is_model : std::false_type {};
 template <class... L>

@@ -125,6 +125,10 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   template <class Model, class... Callbacks>
   History fit(Model& model, const data_type& data, const fit_options& options, Callbacks&&... callbacks) {
     static_assert(detail::is_model<Model>::value, "fit: the first argument must be a model such as Sequential<...>.");
+    static_assert(!(std::is_same_v<Loss, SparseCategoricalCrossentropy> && detail::ends_with_softmax<Model>::value),
+                  "This model ends in Softmax, but SparseCategoricalCrossentropy takes logits (Keras' "
+                  "from_logits=True) and applies the softmax itself: drop the Softmax layer, and predict "
+                  "probabilities with Model::with_softmax.");
     static_assert((detail::check_callback<std::decay_t<Callbacks>, FitView<executor_type, Optimizer, Model>>() && ...));
     require(options.validation_split >= 0.0 && options.validation_split < 1.0, "fit: validation_split ",
             options.validation_split, ", expected in [0, 1)");
@@ -223,6 +227,16 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     return history;
   }
 
+  // Options of another label type (FitOptions for a regression trainer): a sentence, not a conversion error.
+  template <class Model, class OtherLabel, class... Callbacks,
+            class = std::enable_if_t<!std::is_same_v<OtherLabel, label_type>>>
+  History fit(Model&, const data_type&, const BasicFitOptions<OtherLabel>&, Callbacks&&...) {
+    static_assert(dependent_false<OtherLabel>,
+                  "fit: these options are for another kind of labels than this trainer's loss takes: write "
+                  "Trainer::fit_options (BasicFitOptions<float> for MeanSquaredError) instead of FitOptions.");
+    return {};
+  }
+
   // Loss and metrics of `model` on `data`: {"loss": ..., "accuracy": ...}.
   template <class Model>
   Logs evaluate(const Model& model, const data_type& data, std::size_t batch_size = 128) {
@@ -245,6 +259,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // The same for features alone: (samples, Model::kInputs) values, row-major.
   template <class Model>
   std::vector<float> predict(const Model& model, const std::vector<float>& features, std::size_t batch_size = 128) {
+    check_model(model, "predict");
     require(features.size() % Model::kInputs == 0, "predict: ", features.size(),
             " feature values are not a whole number of samples of ", Model::kInputs);
     require(batch_size >= 1, "predict: batch size 0, expected at least 1");
@@ -287,12 +302,22 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
 
   template <class Model>
-  void check_data(const Model&, const data_type& data, const char* where) const {
+  void check_data(const Model& model, const data_type& data, const char* where) const {
+    check_model(model, where);
     require(!data.empty(), where, ": the data set is empty, expected at least 1 sample");
     require(static_cast<int>(data.feature_count()) == Model::kInputs, where, ": the data has ", data.feature_count(),
             " features per sample, the model's Input expects ", Model::kInputs);
     Loss::check_labels(data.label_data().data(), data.size() * data.label_width(), data.label_width(),
                        Model::kOutputs);
+  }
+
+  // A model whose parameter or state vector was resized would be read out of bounds.
+  template <class Model>
+  static void check_model(const Model& model, const char* where) {
+    require(model.parameters().size() == Model::kParams && model.state().size() == Model::kState, where,
+            ": the model holds ", model.parameters().size(), " parameters and ", model.state().size(),
+            " state values, its layers have ", Model::kParams, " and ", Model::kState,
+            " (were parameters() or state() resized?)");
   }
 
   Logs make_logs(bool with_validation) const {
