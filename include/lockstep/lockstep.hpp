@@ -29,6 +29,7 @@
 #include "lockstep/metrics/regression.hpp"
 
 #include "lockstep/optim/adam.hpp"
+#include "lockstep/optim/clipping.hpp"
 #include "lockstep/optim/schedules.hpp"
 #include "lockstep/optim/sgd.hpp"
 

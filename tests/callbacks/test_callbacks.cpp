@@ -363,3 +363,24 @@ TEST_CASE("a parameters() or state() vector resized by the user is an Error at f
   CHECK_THROWS_WITH_AS(trainer.evaluate(model, data()), doctest::Contains("evaluate: the model holds 82"), Error);
   CHECK_THROWS_WITH_AS(trainer.predict(model, data()), doctest::Contains("predict: the model holds 82"), Error);
 }
+
+TEST_CASE("GlobalClipNorm clips the all-reduced gradient alike on every replica, whatever the strategy") {
+  const FitOptions options = testing::quiet_fit(16, 2);
+  const GlobalClipNorm<Sgd> clipped{Sgd{0.5}, 0.05};
+  const auto fit = [&](auto strategy) {
+    Model model{6};
+    Trainer<decltype(strategy), GlobalClipNorm<Sgd>> trainer{strategy, clipped};
+    trainer.fit(model, data(), options);
+    return model.parameters();
+  };
+  using Sharded = Trainer<Mirrored, GlobalClipNorm<Sgd>>::executor_type;
+  static_assert(!Sharded::kShardedUpdate, "the whole gradient is needed: the mirrored step runs instead");
+  const auto one = fit(Mirrored{1});
+  CHECK(testing::max_abs_difference(one, fit(Mirrored{2})) <= 1e-5);
+  CHECK(testing::max_abs_difference(one, fit(Mirrored{3})) <= 1e-5);
+  CHECK(testing::max_abs_difference(one, fit(CentralStoragePolicy{2})) <= 1e-5);
+  Model unclipped{6};
+  Trainer<Mirrored, Sgd> plain{Mirrored{1}, Sgd{0.5}};
+  plain.fit(unclipped, data(), options);
+  CHECK(testing::max_abs_difference(one, unclipped.parameters()) > 1e-3);
+}

@@ -7,6 +7,7 @@
 
 #include "lockstep/backend/host/context.hpp"
 #include "lockstep/optim/adam.hpp"
+#include "lockstep/optim/clipping.hpp"
 #include "lockstep/optim/schedules.hpp"
 #include "lockstep/optim/sgd.hpp"
 
@@ -143,4 +144,19 @@ TEST_CASE("Scheduled<Sgd, ...> takes update t's learning rate from schedule(t - 
   update(state, opt, p, g);  // schedule(1) = 0.1
   CHECK(p[0] == doctest::Approx(-0.1));
   CHECK(state.iterations() == 2);
+}
+
+TEST_CASE("GlobalClipNorm scales the gradient by clip / max(norm, clip) before the update") {
+  const GlobalClipNorm<Sgd> opt{Sgd{1.0}, 1.0};
+  std::vector<float> p = {0.0f, 0.0f}, g = {3.0f, 4.0f};  // norm 5
+  GlobalClipNorm<Sgd>::State<host::Context> state(opt, 2);
+  update(state, opt, p, g);
+  CHECK(p[0] == doctest::Approx(-0.6));
+  CHECK(p[1] == doctest::Approx(-0.8));
+  std::vector<float> small = {0.3f, 0.4f};  // norm 0.5: untouched
+  update(state, opt, p, small);
+  CHECK(p[0] == doctest::Approx(-0.9));
+  CHECK_THROWS_WITH_AS(GlobalClipNorm<Sgd>(Sgd{}, 0.0), doctest::Contains("global_clipnorm 0"), Error);
+  host::Context ctx;
+  CHECK_THROWS_WITH_AS(state.step(ctx, p.data(), g.data(), 0, 1), doctest::Contains("needs the whole gradient"), Error);
 }

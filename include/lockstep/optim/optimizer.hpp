@@ -40,6 +40,12 @@ template <class S>
 using slots_probe = decltype(std::declval<S&>().for_each_slot(SlotProbe{}),
                              std::declval<S&>().set_iterations(std::int64_t{}), std::declval<const S&>().iterations());
 
+// Whether a state's step needs the whole gradient at once (kNeedsWholeGradient).
+template <class S, class = void>
+struct needs_whole_gradient : std::false_type {};
+template <class S>
+struct needs_whole_gradient<S, std::enable_if_t<S::kNeedsWholeGradient>> : std::true_type {};
+
 // Calls state.prepare(opt) where the state has it.
 template <class S, class O>
 void prepare_step(S& state, const O& opt) {

@@ -29,6 +29,8 @@
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
 #include "lockstep/layers/pass.hpp"
+#include "lockstep/strategy/all_reduce_update.hpp"
+#include "lockstep/strategy/sharded_update.hpp"
 #include "lockstep/strategy/step_rule.hpp"
 #include "lockstep/train/executor.hpp"
 #include "lockstep/train/step.hpp"
@@ -52,8 +54,12 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using collective = typename Strategy::collective;
   using group_type = typename group_of<Strategy>::type;
   using context_type = host::Context;
-  using rule = StepRule<Strategy>;
   using state_type = typename Optimizer::template State<context_type>;
+  // The strategy's step, except that an optimizer needing the whole gradient
+  // in one update (GlobalClipNorm) takes the mirrored step instead of the sharded one.
+  using rule = std::conditional_t<needs_whole_gradient<state_type>::value &&
+                                      std::is_base_of_v<ShardedUpdate, StepRule<Strategy>>,
+                                  AllReduceUpdate, StepRule<Strategy>>;
   using skeleton = StepSkeleton<Loss, Metrics<Metric...>>;
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
