@@ -18,10 +18,13 @@
 //     thread per listed GPU (default: every visible GPU; a GPU may be listed
 //     several times, except for NCCL), in place, for 4 B to 256 MiB by powers
 //     of 4 plus the gradient size (or only --count), as an nccl-tests-like
-//     table and then key=value lines. With no GPU visible it says so and
-//     prints gpus=0.
+//     table and then key=value lines. With one replica no bytes cross
+//     devices (the copy collectives return at once), so the table says n/a
+//     for the bandwidths and the key=value lines give 0, never inf or NaN.
+//     With no GPU visible it says so and prints gpus=0.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -193,6 +196,21 @@ struct Result {
   double seconds;
 };
 
+// nccl-tests' algbw and busbw in GB/s, or nothing where they mean nothing:
+// with one replica no byte crosses devices (busbw's 2 (n - 1) / n is 0, and a
+// copy collective returns without enqueuing anything, so the time is ~0 and
+// bytes / time would be inf or NaN), and a time that is not positive.
+struct Bandwidth {
+  bool valid;
+  double algbw, busbw;
+};
+Bandwidth bandwidth(std::size_t count, double seconds, int n) {
+  const double bytes = static_cast<double>(count) * sizeof(float);
+  if (n < 2 || !(seconds > 0) || !std::isfinite(seconds)) return {false, 0.0, 0.0};
+  const double algbw = bytes / seconds * 1e-9;
+  return {true, algbw, algbw * 2.0 * (n - 1) / n};
+}
+
 template <class Group>
 std::vector<Result> sweep(const char* name, std::vector<Replica>& replicas, const std::vector<std::size_t>& counts,
                           const Options& options) {
@@ -203,14 +221,24 @@ std::vector<Result> sweep(const char* name, std::vector<Replica>& replicas, cons
   std::printf("\n# %s, %d replica%s on GPU%s", name, n, n == 1 ? "" : "s", n == 1 ? "" : "s");
   for (std::size_t r = 0; r < devices.size(); ++r) std::printf("%s%d", r ? "," : " ", devices[r]);
   std::printf(", in place, %d warm-up + %d timed calls\n", options.warmup, options.iters);
+  bool one_gpu = true;
+  for (int d : devices) one_gpu = one_gpu && d == devices[0];
+  if (n < 2)
+    std::printf("# one replica: no bytes cross devices, so the bandwidths are n/a\n");
+  else if (one_gpu)
+    std::printf("# every replica on GPU %d: the copies stay in its memory (no bytes cross devices)\n", devices[0]);
   std::printf("#%14s %12s %12s %12s %12s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
   std::vector<Result> results;
   for (std::size_t count : counts) {
     const double s = time_collective(group, replicas, count, options);
     const double bytes = static_cast<double>(count) * sizeof(float);
-    const double algbw = bytes / s * 1e-9;
-    std::printf("%15.0f %12zu %12.2f %12.3f %12.3f%s\n", bytes, count, s * 1e6, algbw, algbw * 2.0 * (n - 1) / n,
-                count == kGradientCount ? "   (gradient)" : "");
+    const Bandwidth bw = bandwidth(count, s, n);
+    if (bw.valid)
+      std::printf("%15.0f %12zu %12.2f %12.3f %12.3f%s\n", bytes, count, s * 1e6, bw.algbw, bw.busbw,
+                  count == kGradientCount ? "   (gradient)" : "");
+    else
+      std::printf("%15.0f %12zu %12.2f %12s %12s%s\n", bytes, count, s * 1e6, "n/a", "n/a",
+                  count == kGradientCount ? "   (gradient)" : "");
     std::fflush(stdout);
     results.push_back({count, s});
   }
@@ -284,7 +312,8 @@ int run(const Options& options) {
   for (const auto& summary : summaries)
     for (const auto& result : summary.results) {
       const double bytes = static_cast<double>(result.count) * sizeof(float);
-      const double algbw = bytes / result.seconds * 1e-9, busbw = algbw * 2.0 * (n - 1) / n;
+      const Bandwidth bw = bandwidth(result.count, result.seconds, n);  // 0 where n/a
+      const double algbw = bw.algbw, busbw = bw.busbw;
       std::string label;
       if (result.count == kGradientCount) label = "gradient";
       else if (bytes == static_cast<double>(std::size_t{256} << 20)) label = "256MiB";

@@ -19,6 +19,7 @@
 #include "lockstep/collective/nccl_all_reduce.cuh"
 #include "lockstep/collective/reduction_to_one_device.cuh"
 #include "lockstep/core/rng.hpp"
+#include "gpu_count.hpp"
 
 using namespace lockstep;
 
@@ -141,9 +142,8 @@ TEST_CASE("ReductionToOneDevice<Cuda> sums 3 replicas sharing GPU 0") {
   check_sum<ReductionToOneDevice<Cuda>::Group>({0, 0, 0}, true);
 }
 
-TEST_CASE("the copy collectives mix shared and distinct GPUs") {
-  const std::vector<int> gpus = visible_gpus();
-  if (gpus.size() < 2) return;  // needs two GPUs
+TEST_CASE("the copy collectives mix shared and distinct GPUs" * doctest::test_suite("multi_gpu")) {
+  if (!testing::enough_gpus(2)) return;  // says so; ctest's "(2+ GPUs)" entry reports the skip
   check_sum<HierarchicalCopyAllReduce::Group>({0, 1, 0, 1, 1}, true);
   check_sum<ReductionToOneDevice<Cuda>::Group>({1, 0, 1}, true);
 }

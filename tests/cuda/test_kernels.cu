@@ -169,12 +169,13 @@ TEST_CASE("optimizer steps on the device equal the host loop") {
 
   SUBCASE("AdamStep") {
     auto p = p0, m = m0, v = v0;
-    const kernels::AdamStep host_step{p.data(), g.data(), m.data(), v.data(), {1e-3f, 0.9f, 0.999f, 1e-7f}};
+    const kernels::AdamStep host_step{p.data(), g.data(), m.data(), v.data(), {1e-3f, 0.9f, 0.999f, 1e-7f, 0.0f}};
     host::for_each_index(kElements, host_step);
     auto p_d = to_device(p0), m_d = to_device(m0), v_d = to_device(v0);
     const auto g_d = to_device(g);
     gpu::for_each_index(stream, kElements,
-                         kernels::AdamStep{p_d.data(), g_d.data(), m_d.data(), v_d.data(), {1e-3f, 0.9f, 0.999f, 1e-7f}});
+                         kernels::AdamStep{p_d.data(), g_d.data(), m_d.data(), v_d.data(),
+                                           {1e-3f, 0.9f, 0.999f, 1e-7f, 0.0f}});
     CHECK(worst_relative(to_host(p_d), p, 1.0) <= 1e-6);
     CHECK(worst_relative(to_host(m_d), m, 1.0) <= 1e-6);
     CHECK(worst_relative(to_host(v_d), v, 1.0) <= 1e-6);
@@ -357,15 +358,24 @@ std::vector<double> affine_scale(const std::vector<float>& x, const std::vector<
   return s;
 }
 
-// Runs affine with every pointer one float past an aligned start when
-// `misaligned`: cuBLASLt's heuristic must then pick a 4-byte aligned algorithm.
+// Where check_affine puts its device pointers: all at an aligned start; all
+// one float past it (the bias too, so Linear and Relu take the unfused path:
+// the fused epilogue needs a 16-byte aligned bias, see gpu::Blas::affine);
+// or x, w and y one float past it but the bias aligned, so the fused
+// cuBLASLt matmul runs with 4-byte aligned operands (its heuristic must pick
+// an algorithm for that alignment).
+enum class Placement { kAligned, kAllMisaligned, kOperandsMisaligned };
+
+// Runs affine with the pointers placed as `placement` says.
 template <class Act>
-void check_affine(gpu::Context& ctx, int rows, int in, int out, bool misaligned, double tolerance, unsigned seed) {
+void check_affine(gpu::Context& ctx, int rows, int in, int out, Placement placement, double tolerance,
+                  unsigned seed) {
+  const bool misaligned = placement != Placement::kAligned;
   CAPTURE(Act::kName);
   CAPTURE(rows);
   CAPTURE(in);
   CAPTURE(out);
-  CAPTURE(misaligned);
+  CAPTURE(static_cast<int>(placement));
   const auto x = uniform(static_cast<std::size_t>(rows) * in, -1.0f, 1.0f, seed);
   const auto w = uniform(static_cast<std::size_t>(in) * out, -0.5f, 0.5f, seed + 1);
   const auto b = uniform(static_cast<std::size_t>(out), -0.5f, 0.5f, seed + 2);
@@ -379,10 +389,12 @@ void check_affine(gpu::Context& ctx, int rows, int in, int out, bool misaligned,
     std::copy(v.begin(), v.end(), s.begin() + static_cast<std::ptrdiff_t>(shift));
     return s;
   };
-  const auto x_d = to_device(shifted(x)), w_d = to_device(shifted(w)), b_d = to_device(shifted(b));
+  const std::size_t bias_shift = placement == Placement::kAllMisaligned ? 1 : 0;
+  const auto x_d = to_device(shifted(x)), w_d = to_device(shifted(w));
+  const auto b_d = to_device(bias_shift ? shifted(b) : b);  // a device allocation starts 256-byte aligned
   auto y_d = to_device(std::vector<float>(want.size() + shift, kSentinel));
-  ctx.affine<Act, float>(x_d.data() + shift, w_d.data() + shift, b_d.data() + shift, y_d.data() + shift, rows, in,
-                         out);
+  ctx.affine<Act, float>(x_d.data() + shift, w_d.data() + shift, b_d.data() + bias_shift, y_d.data() + shift, rows,
+                         in, out);
   ctx.synchronize();
   auto got = to_host(y_d);
   if (misaligned) CHECK(got[0] == kSentinel);  // exact: nothing before y is written
@@ -392,12 +404,15 @@ void check_affine(gpu::Context& ctx, int rows, int in, int out, bool misaligned,
 
 template <class Act>
 void check_affine_shapes(gpu::Context& ctx, double tolerance) {
-  check_affine<Act>(ctx, 67, 45, 29, false, tolerance, 71);
-  check_affine<Act>(ctx, 67, 45, 29, false, tolerance, 74);  // the cached plan, new data
-  check_affine<Act>(ctx, 67, 45, 29, true, tolerance, 77);   // same shape, 4-byte alignment
-  check_affine<Act>(ctx, 256, 784, 128, false, tolerance, 80);
-  check_affine<Act>(ctx, 5, 1, 3, false, tolerance, 83);
-  check_affine<Act>(ctx, 4, 0, 6, false, tolerance, 86);  // in = 0: y = Act(b)
+  check_affine<Act>(ctx, 67, 45, 29, Placement::kAligned, tolerance, 71);
+  check_affine<Act>(ctx, 67, 45, 29, Placement::kAligned, tolerance, 74);         // the cached plan, new data
+  check_affine<Act>(ctx, 67, 45, 29, Placement::kAllMisaligned, tolerance, 77);   // same shape, unfused
+  check_affine<Act>(ctx, 67, 45, 29, Placement::kOperandsMisaligned, tolerance, 78);  // fused, 4-byte operands
+  check_affine<Act>(ctx, 256, 784, 128, Placement::kAligned, tolerance, 80);
+  check_affine<Act>(ctx, 256, 784, 128, Placement::kOperandsMisaligned, tolerance, 81);
+  check_affine<Act>(ctx, 5, 1, 3, Placement::kAligned, tolerance, 83);
+  check_affine<Act>(ctx, 5, 1, 3, Placement::kOperandsMisaligned, tolerance, 84);
+  check_affine<Act>(ctx, 4, 0, 6, Placement::kAligned, tolerance, 86);  // in = 0: y = Act(b)
 }
 
 }  // namespace
@@ -522,6 +537,34 @@ TEST_CASE("Context::column_sums equals host::Context::column_sums, and is 0 for 
 
   ctx.column_sums<float>(m_d.data(), 0, cols, out_d.data());
   CHECK(to_host(out_d) == std::vector<float>(cols, 0.0f));
+}
+
+TEST_CASE("Context::sum_to equals the host's double sum (<= 1e-6 relative) and is the same bits on every run") {
+  gpu::Context ctx(0);
+  host::Context host_ctx;
+  // Sizes below, at and around the block of 256 threads, and a long slice.
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(255), std::size_t(256), std::size_t(257),
+                        std::size_t(1000), std::size_t(100003)}) {
+    CAPTURE(n);
+    for (bool mixed_signs : {false, true}) {
+      CAPTURE(mixed_signs);
+      const auto v = uniform(n, mixed_signs ? -1.0f : 0.0f, 1.0f, 121 + static_cast<unsigned>(n));
+      float want = 0;
+      host_ctx.sum_to<float>(v.data(), n, &want);
+      double magnitude = 0;
+      for (float x : v) magnitude += std::abs(double(x));
+      const auto v_d = to_device(v);
+      auto out_d = to_device(std::vector<float>(3, kSentinel));
+      for (std::size_t run = 0; run < 3; ++run) ctx.sum_to<float>(v_d.data(), n, out_d.data() + run);
+      const auto got = to_host(out_d);
+      // 1e-6 relative to the sum, or to sum |v| where the signs cancel: both
+      // add in double and round once, so they differ by at most an ulp.
+      CHECK(worst_relative({got[0]}, {want}, std::max(magnitude, 1e-30)) <= 1e-6);
+      CHECK(std::memcmp(&got[0], &got[1], sizeof(float)) == 0);  // exact: a fixed order of additions
+      CHECK(std::memcmp(&got[0], &got[2], sizeof(float)) == 0);
+      if (n == 0) CHECK(got[0] == 0.0f);
+    }
+  }
 }
 
 TEST_CASE("Context::zero and Context::copy work on the context's stream") {

@@ -1,6 +1,7 @@
-// Device and pinned buffers, streams, events and graphs.
+// Device and pinned buffers, streams, events and graphs; checked calls.
 #include <doctest/doctest.h>
 
+#include <thread>
 #include <vector>
 
 #include "lockstep/backend/cuda/buffer.cuh"
@@ -36,4 +37,39 @@ TEST_CASE("an impossible allocation is a lockstep::Error that names the bytes an
 
 TEST_CASE("a failing CUDA call names the call and the error") {
   CHECK_THROWS_WITH_AS(LOCKSTEP_CUDA_CHECK(cudaSetDevice(9999)), doctest::Contains("cudaSetDevice(9999)"), Error);
+}
+
+namespace {
+__global__ void do_nothing() {}
+}  // namespace
+
+TEST_CASE("a failed check clears the thread's last CUDA error, so the next launch check does not report it") {
+  // A failing runtime call records its status as the thread's last error;
+  // LOCKSTEP_CUDA_CHECK_LAUNCH reads that, so without the clearing the next
+  // (good) launch would throw this old error as its own.
+  CHECK_THROWS_AS(LOCKSTEP_CUDA_CHECK(cudaSetDevice(9999)), Error);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  do_nothing<<<1, 1>>>();
+  CHECK_NOTHROW(LOCKSTEP_CUDA_CHECK_LAUNCH());
+
+  // A bad launch configuration: the launch check throws, and clears it too.
+  do_nothing<<<1, 4096>>>();  // more threads per block than any GPU allows
+  CHECK_THROWS_WITH_AS(LOCKSTEP_CUDA_CHECK_LAUNCH(), doctest::Contains("cudaErrorInvalidConfiguration"), Error);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  do_nothing<<<1, 1>>>();
+  CHECK_NOTHROW(LOCKSTEP_CUDA_CHECK_LAUNCH());
+  LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize());
+
+  // The last error is per host thread: a failure on another thread neither
+  // reaches this one nor stays on its own.
+  cudaError_t other = cudaErrorUnknown;
+  std::thread([&] {
+    try {
+      LOCKSTEP_CUDA_CHECK(cudaSetDevice(9999));
+    } catch (const Error&) {
+    }
+    other = cudaPeekAtLastError();
+  }).join();
+  CHECK(other == cudaSuccess);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
 }

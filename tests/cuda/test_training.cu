@@ -1,8 +1,15 @@
 // The CUDA executor: GPU training equals host training, N GPU replicas equal
 // one, a step replayed from a CUDA graph equals the same step enqueued
-// directly, and bad device lists are errors that say what is visible.
+// directly, bad device lists are errors that say what is visible, and a step
+// that does not finish in time is an Error after which the trainer trains on.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <type_traits>
+
+#include "gpu_count.hpp"
 #include "lockstep/cuda.hpp"
 #include "train/test_helpers.hpp"
 
@@ -217,5 +224,186 @@ TEST_CASE("BatchNormalization (both variants) and Dropout on the GPU train as on
   // Several replicas sharing one GPU (copy collectives): the synchronised
   // statistics are the global batch's, as on one host replica.
   compare(SyncNorm{}, MirroredPolicy<HierarchicalCopyAllReduce>{std::vector<int>{0, 0}}, 1);
+  compare(SyncNorm{}, MirroredPolicy<ReductionToOneDevice<>>{std::vector<int>{0, 0, 0}}, 1);
+  compare(Norm{}, MirroredPolicy<HierarchicalCopyAllReduce>{std::vector<int>{0, 0}}, 2);
   compare(Norm{}, MirroredPolicy<ReductionToOneDevice<>>{std::vector<int>{0, 0, 0}}, 3);
+}
+
+namespace {
+// Every bias at a 16-byte aligned offset of the flat parameter buffer (which
+// starts 256-byte aligned): Dense's affine then takes the fused cuBLASLt
+// bias (+ ReLU) epilogue, which the small Model above (biases at byte
+// offsets 120 and 152) never reaches.
+using AlignedModel = Sequential<Input<6>, Dense<8, Relu>, Dense<4, Relu>, Dense<3>>;
+template <class M, std::size_t... I>
+constexpr bool biases_aligned(std::index_sequence<I...>) {
+  return ((((M::kOffsets[I] + M::template layer<I>::kWeights) * sizeof(float)) % 16 == 0) && ...);
+}
+static_assert(biases_aligned<AlignedModel>(std::make_index_sequence<AlignedModel::kLayers>{}));
+static_assert(!biases_aligned<Model>(std::make_index_sequence<Model::kLayers>{}));
+}  // namespace
+
+TEST_CASE("a model whose biases are 16-byte aligned (the fused cuBLASLt epilogue) trains as on the host (<= 1e-4)") {
+  FitOptions options = three_steps();
+  options.epochs = 2;
+  const auto run = [&](auto strategy, bool graphs) {
+    using S = decltype(strategy);
+    AlignedModel model{7};
+    Trainer<S, Adam> trainer{strategy, Adam{0.01}};
+    if constexpr (std::is_same_v<typename S::backend, Cuda>) trainer.executor().options().graphs = graphs;
+    trainer.fit(model, data(), options);
+    return model.parameters();
+  };
+  const auto host = run(MirroredPolicy<HostAllReduce>{1}, false);
+  CHECK(host != AlignedModel{7}.parameters());
+  const auto eager = run(MirroredPolicy<NcclAllReduce>{1}, false);
+  CHECK(testing::max_abs_difference(host, eager) <= 1e-4);
+  CHECK(run(MirroredPolicy<NcclAllReduce>{1}, true) == eager);  // replayed graphs: bit for bit
+  CHECK(testing::max_abs_difference(run(MirroredPolicy<HostAllReduce>{2}, false),
+                                    run(MirroredPolicy<HierarchicalCopyAllReduce>{std::vector<int>{0, 0}}, true)) <=
+        1e-4);
+}
+
+TEST_CASE("slices copied on the copy stream while the previous step runs: many steps of changing sizes equal the host") {
+  // 18 samples at batch 5, shuffled, 4 epochs: steps of 5, 5, 5 and 3 rows,
+  // so replicas' slices change size between a step and the next one whose
+  // copy overlaps it (with 4 replicas the last step's 3 rows leave one empty).
+  FitOptions options = three_steps();
+  options.batch_size = 5;
+  options.epochs = 4;
+  options.shuffle = true;
+  for (int n : {1, 2, 4}) {
+    CAPTURE(n);
+    const std::vector<int> devices(static_cast<std::size_t>(n), 0);
+    const auto host = train(MirroredPolicy<HostAllReduce>{n}, false, options);
+    CHECK(testing::max_abs_difference(host, train(MirroredPolicy<HierarchicalCopyAllReduce>{devices}, true, options)) <=
+          1e-4);
+    if (n == 1) {
+      const auto graphs = train(MirroredPolicy<NcclAllReduce>{1}, true, options);
+      CHECK(testing::max_abs_difference(host, graphs) <= 1e-4);
+      CHECK(graphs == train(MirroredPolicy<NcclAllReduce>{1}, false, options));
+    }
+  }
+}
+
+namespace {
+// Where and how a Stall layer holds up a step (set by the tests, read by the
+// layer's forward on the replica threads).
+struct StallPlan {
+  std::atomic<bool> armed{false};
+  std::atomic<bool> first_replica{true};  // the replica whose slice starts at row 0, or the others
+  std::atomic<int> gpu_ms{0};             // a kernel that spins this long on the replica's stream
+  std::atomic<int> host_ms{0};            // the replica's thread sleeps this long before enqueuing on
+};
+StallPlan stall;
+
+// Spins on the GPU for `ns` nanoseconds of the GPU's global timer.
+__global__ void spin_for(unsigned long long ns) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+// The identity, which on the GPU holds up its replica's step as `stall` says.
+struct Stall {
+  template <class In>
+  struct Bind : ActivationLayer<Linear>::Bind<In> {
+    template <class Ctx, class P, class T>
+    static void forward(Ctx& ctx, const P& pass, Slots<T> s, const T* x, T* y, int rows) {
+      if constexpr (std::is_same_v<Ctx, gpu::Context>) {
+        if (stall.armed.load() && (pass.first_row == 0) == stall.first_replica.load()) {
+          if (const int ms = stall.host_ms.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+          if (const int ms = stall.gpu_ms.load()) {
+            spin_for<<<1, 1, 0, ctx.stream()>>>(static_cast<unsigned long long>(ms) * 1000000ull);
+            LOCKSTEP_CUDA_CHECK_LAUNCH();
+          }
+        }
+      }
+      ActivationLayer<Linear>::Bind<In>::forward(ctx, pass, s, x, y, rows);
+    }
+  };
+};
+using StallModel = Sequential<Input<6>, Dense<5, Relu>, Stall, Dense<3>>;
+
+// Arms the stall after the first step, so that step 1 (of the fit) stalls.
+struct StallFromStep1 {
+  void on_batch_end(std::size_t step, const Logs&) {
+    if (step == 0) stall.armed = true;
+  }
+};
+
+// Trains a StallModel with Sgd (no optimizer state: a fit after a failed one
+// starts as a fresh one) under `strategy`; `setup` adjusts the executor.
+template <class Strategy, class Setup>
+std::vector<float> fit_stall_model(Trainer<Strategy, Sgd>& trainer, Setup setup) {
+  StallModel model{11};
+  setup(trainer);
+  trainer.fit(model, data(), three_steps(), StallFromStep1{});
+  return model.parameters();
+}
+std::vector<float> fit_on_host(int replicas) {
+  StallModel model{11};
+  Trainer<MirroredPolicy<HostAllReduce>, Sgd> trainer{MirroredPolicy<HostAllReduce>{replicas}, Sgd{0.1}};
+  trainer.fit(model, data(), three_steps());
+  return model.parameters();
+}
+
+// A fit whose step 1 stalls past a 0.5 s timeout throws an Error containing
+// every string of `expected`; with the stall off the same trainer then trains
+// as `replicas` host replicas do (the communicators were made anew, and no
+// replica thread kept the failure's CUDA error as its last error).
+template <class Strategy>
+void check_timeout_then_recovery(Strategy strategy, int replicas, bool first_replica, int gpu_ms, int host_ms,
+                                 std::initializer_list<const char*> expected) {
+  Trainer<Strategy, Sgd> trainer{strategy, Sgd{0.1}};
+  const auto setup = [](auto& t) {
+    t.executor().options().graphs = false;  // every step enqueued anew, so the stall is not frozen in a graph
+    t.executor().options().collective_timeout_seconds = 0.5;
+  };
+  stall.first_replica = first_replica;
+  stall.gpu_ms = gpu_ms;
+  stall.host_ms = host_ms;
+  stall.armed = false;
+  std::string message;
+  try {
+    fit_stall_model(trainer, setup);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  stall.armed = false;
+  CAPTURE(message);
+  REQUIRE_FALSE(message.empty());
+  for (const char* part : expected) CHECK(message.find(part) != std::string::npos);
+  // Trains again, now without the stall.
+  StallModel model{11};
+  trainer.fit(model, data(), three_steps());
+  CHECK(testing::max_abs_difference(model.parameters(), fit_on_host(replicas)) <= 1e-4);
+}
+}  // namespace
+
+TEST_CASE("a step that outlasts CudaOptions::collective_timeout_seconds is an Error naming the collective, the step "
+          "and the replicas; the trainer then trains again") {
+  CHECK(CudaOptions{}.collective_timeout_seconds == 300);
+  // One replica whose stream spins 3 s in step 1.
+  check_timeout_then_recovery(MirroredPolicy<NcclAllReduce>{1}, 1, true, 3000, 0,
+                              {"MirroredPolicy<NcclAllReduce>", "step 1 of this fit", "did not finish within 0.5 s",
+                               "replica 0 on GPU 0 (its stream is still busy)", "collective_timeout_seconds"});
+  // Two replicas sharing GPU 0, the second one's stream held up: both wait
+  // (the first for the second's part of the all-reduce); the first to time
+  // out fails the step, the other stops waiting, and both threads train on.
+  check_timeout_then_recovery(MirroredPolicy<HierarchicalCopyAllReduce>{std::vector<int>{0, 0}}, 2, false, 3000, 0,
+                              {"HierarchicalCopyAllReduce", "step 1 of this fit", "replica 1 on GPU 0"});
+}
+
+TEST_CASE("NCCL: a replica that does not arrive at the all-reduce makes the others time out, naming it" *
+          doctest::test_suite("multi_gpu")) {
+  if (!testing::enough_gpus(2)) return;  // says so; ctest's "(2+ GPUs)" entry reports the skip
+  // Replica 1's thread sleeps 3 s before it enqueues the rest of step 1, so
+  // replica 0's stream waits in the all-reduce; after 0.5 s replica 0 fails
+  // the step, the communicators are aborted and made anew.
+  check_timeout_then_recovery(MirroredPolicy<NcclAllReduce>{std::vector<int>{0, 1}}, 2, false, 0, 3000,
+                              {"MirroredPolicy<NcclAllReduce>", "step 1 of this fit",
+                               "replica 1 on GPU 1 (its thread is still enqueuing the step)"});
 }

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "lockstep/backend/cuda/stream.cuh"
@@ -71,6 +72,30 @@ class NcclCommunicators {
   // No replica waits on the host inside all_reduce, so there is nothing to
   // release here (the trainer stops waiting for its streams by itself).
   void abort() {}
+
+  // "" while replica's communicator is healthy; otherwise the asynchronous
+  // error NCCL recorded on it (a peer or network failure, an error inside an
+  // enqueued collective), from ncclCommGetAsyncError and ncclGetLastError.
+  // NCCL reports such errors only through this call: a replica waiting for
+  // its stream polls it (the trainer's wait), and on an error the group is
+  // aborted (release_after_failure), as NCCL asks ("Fault Tolerance": after an
+  // error nothing can be assumed about enqueued operations; abort the
+  // communicator). ncclInProgress, the state of a nonblocking communicator
+  // still working, is not an error. Called by replica's own thread, the one
+  // that enqueues on that communicator; an aborted (null) communicator is "".
+  std::string async_error(int replica) const {
+    if (replica < 0 || replica >= size()) return {};
+    ncclComm_t comm = comms_[static_cast<std::size_t>(replica)];
+    if (!comm) return {};
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+    if (queried != ncclSuccess) state = queried;
+    if (state == ncclSuccess || state == ncclInProgress) return {};
+    std::string what = std::string(ncclGetErrorString(state)) + " (result " + std::to_string(static_cast<int>(state)) + ")";
+    const char* last = ncclGetLastError(comm);
+    if (last && *last) what += std::string(": ") + last;
+    return what;
+  }
 
   // After a failed step, once no replica thread is inside the group and the
   // graphs that captured its calls are destroyed: aborts what the replicas

@@ -3,6 +3,12 @@
 // the call site, e.g.
 //   lockstep: CUDA call cudaMalloc(&p, bytes) failed at buffer.cuh:41:
 //   out of memory (cudaErrorMemoryAllocation)
+// Before throwing, each check clears the calling thread's last CUDA error
+// (cudaGetLastError): the runtime also records a failed call's status there,
+// and the next launch check on this thread (LOCKSTEP_CUDA_CHECK_LAUNCH reads
+// cudaGetLastError) would otherwise report this old error as its own, even
+// after the failure was caught and recovered from. A sticky error (one that
+// ends the CUDA context) cannot be cleared and keeps being reported, as it must.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -25,8 +31,12 @@ inline const char* base_name(const char* path) {
   return name;
 }
 
+// The thread's last CUDA error, cleared; before a check throws.
+inline void clear_last_error() noexcept { (void)cudaGetLastError(); }
+
 inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
+  clear_last_error();
   fail("CUDA call ", call, " failed at ", base_name(file), ":", line, ": ", cudaGetErrorString(status), " (",
        cudaGetErrorName(status), ")");
 }
@@ -49,12 +59,14 @@ inline const char* cublas_status_name(cublasStatus_t status) {
 
 inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
+  clear_last_error();  // a failed launch inside cuBLAS leaves its CUDA error behind
   fail("cuBLAS call ", call, " failed at ", base_name(file), ":", line, ": ", cublas_status_name(status), " (status ",
        static_cast<int>(status), ")");
 }
 
 inline void check_nccl(ncclResult_t status, const char* call, const char* file, int line) {
   if (status == ncclSuccess) return;
+  clear_last_error();  // ncclUnhandledCudaError leaves the CUDA error behind
   fail("NCCL call ", call, " failed at ", base_name(file), ":", line, ": ", ncclGetErrorString(status), " (result ",
        static_cast<int>(status), ")");
 }

@@ -40,21 +40,6 @@ struct ColumnSum {
   }
 };
 
-// out[0] = the sum of v[0..n): a step's loss or metric sum over at most a
-// slice of rows (hundreds), so one thread is enough and keeps the order fixed.
-// Accumulated in double and rounded once, as host::Context::sum_to.
-template <class T = float>
-struct SumInto {
-  const T* v;
-  std::size_t n;
-  T* out;
-  LOCKSTEP_HOST_DEVICE void operator()(std::size_t) const {
-    double s = 0;
-    for (std::size_t i = 0; i < n; ++i) s += v[i];
-    *out = static_cast<T>(s);
-  }
-};
-
 // Runs F with its per-step scalars `s` read from host-visible memory when the
 // kernel runs: a CUDA graph captured once replays with the current values.
 template <class F, class S>
@@ -71,6 +56,35 @@ struct ReadingScalars {
 }  // namespace lockstep::kernels
 
 namespace lockstep::gpu {
+
+namespace detail {
+
+// The threads of sum_in_fixed_order's one block.
+inline constexpr unsigned kSumThreads = 256;
+
+// *out = the sum of v[0..n): a step's loss or metric sum over a slice of rows.
+// One block; thread t adds v[t], v[t + 256], v[t + 512], ... in that order in
+// double, then the 256 partial sums are added by a fixed tree in shared
+// memory, and the total is rounded to T once (as host::Context::sum_to rounds
+// its double sum). Which element goes to which thread and the order of every
+// addition are fixed, so the result is the same bits on every run, whatever
+// the timing of the threads. n == 0 gives 0.
+template <class T>
+__global__ void __launch_bounds__(kSumThreads) sum_in_fixed_order(const T* v, std::size_t n, T* out) {
+  __shared__ double partial[kSumThreads];
+  const unsigned t = threadIdx.x;
+  double s = 0;
+  for (std::size_t i = t; i < n; i += kSumThreads) s += static_cast<double>(v[i]);
+  partial[t] = s;
+  __syncthreads();
+  for (unsigned half = kSumThreads / 2; half > 0; half /= 2) {
+    if (t < half) partial[t] += partial[t + half];
+    __syncthreads();
+  }
+  if (t == 0) *out = static_cast<T>(partial[0]);
+}
+
+}  // namespace detail
 
 class Context {
  public:
@@ -146,10 +160,13 @@ class Context {
     gpu::for_each_index(stream_.get(), n, kernels::ReadingScalars<F, S>{f, scalars});
   }
 
-  // *out = the sum of v[0..n), in order, in double, rounded once.
+  // *out = the sum of v[0..n), accumulated in double in a fixed order (one
+  // block of 256 threads, then a fixed tree: see detail::sum_in_fixed_order)
+  // and rounded once: the same bits on every run.
   template <class T>
   void sum_to(const T* v, std::size_t n, T* out) {
-    gpu::for_each_index(stream_.get(), 1, kernels::SumInto<T>{v, n, out});
+    detail::sum_in_fixed_order<T><<<1, detail::kSumThreads, 0, stream_.get()>>>(v, n, out);
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
   }
 
   // Copies between host memory and this device, completed before returning.
