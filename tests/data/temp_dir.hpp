@@ -4,11 +4,25 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
+
+#include "lockstep/core/error.hpp"
 
 namespace lockstep::testing {
+
+// Writes `bytes` to `path`, replacing it; an Error if that fails.
+template <class Bytes>
+void write_file(const std::string& path, const Bytes& bytes) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  require(file != nullptr, "test: cannot create ", path);
+  const bool written = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  require(std::fclose(file) == 0 && written, "test: cannot write ", path);
+}
 
 class TempDir {
  public:

@@ -21,12 +21,7 @@ using Bytes = std::vector<std::uint8_t>;
 
 using lockstep::testing::TempDir;
 
-void write_plain(const std::string& path, const Bytes& bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  REQUIRE(file != nullptr);
-  REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size());
-  REQUIRE(std::fclose(file) == 0);
-}
+void write_plain(const std::string& path, const Bytes& bytes) { lockstep::testing::write_file(path, bytes); }
 
 void write_gz(const std::string& path, const Bytes& bytes) {
   gzFile file = gzopen(path.c_str(), "wb");

@@ -22,12 +22,7 @@ namespace {
 using Bytes = std::vector<std::uint8_t>;
 using lockstep::testing::TempDir;
 
-void write_plain(const std::string& path, const Bytes& bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  REQUIRE(file != nullptr);
-  REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size());
-  REQUIRE(std::fclose(file) == 0);
-}
+void write_plain(const std::string& path, const Bytes& bytes) { lockstep::testing::write_file(path, bytes); }
 
 // A (2, 1, 2) image file of pixels 0, 51, 102, 255.
 const Bytes kImages = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 51, 102, 255};

@@ -24,9 +24,7 @@ std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
-void write_all(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_all(const std::string& path, const std::string& bytes) { testing::write_file(path, bytes); }
 
 // A safetensors file written by Python (safetensors 0.8.0, numpy):
 //   save_file({"dense/kernel": np.arange(6, dtype=np.float32).reshape(3, 2),
