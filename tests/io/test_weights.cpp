@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "data/temp_dir.hpp"
 #include "lockstep/lockstep.hpp"
 #include "train/test_helpers.hpp"
@@ -161,6 +163,24 @@ TEST_CASE("a fit resumed from a checkpoint equals an unbroken fit - bit for bit,
   check(MirroredPolicy<HostAllReduce>{2});  // the sharded update: each replica's Adam shard gathered
   check(MirroredPolicy<HostAllReduce>{3});
   check(CentralStoragePolicy{2});
+}
+
+TEST_CASE("a checkpoint that cannot be written is an Error, and the last good file stays intact") {
+  testing::TempDir dir;
+  const Dataset data = testing::argmax_dataset(20, 4, 2, 3);
+  Model model{1};
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> trainer{MirroredPolicy<HostAllReduce>{2}};
+  trainer.fit(model, data, testing::quiet_fit(8, 1));
+  CHECK_THROWS_WITH_AS(save_checkpoint(trainer, model, dir.file("no/such/dir/c.safetensors")),
+                       doctest::Contains("cannot create"), Error);
+  const std::string good = dir.file("c.safetensors");
+  save_checkpoint(trainer, model, good);
+  const std::string before = read_all(good);
+  std::filesystem::permissions(dir.str(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  const bool enforced = ::access(dir.str().c_str(), W_OK) != 0;  // root ignores directory permissions
+  if (enforced) CHECK_THROWS_AS(save_checkpoint(trainer, model, good), Error);
+  std::filesystem::permissions(dir.str(), std::filesystem::perms::owner_all);
+  CHECK(read_all(good) == before);
 }
 
 TEST_CASE("initial_epoch outside [0, epochs] is an Error") {

@@ -7,7 +7,10 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <cstdio>
 #include <vector>
+
+#include <unistd.h>
 
 #include "lockstep/mpi.hpp"
 #include "train/test_helpers.hpp"
@@ -134,4 +137,34 @@ TEST_CASE("snapshot and restore across processes: 1 epoch + restore into a new t
   c.fit(resumed, data, one);
   CHECK(resumed.parameters() == straight.parameters());
   CHECK(resumed.state() == straight.state());
+}
+
+TEST_CASE("a checkpoint file across processes: rank 0 writes, every rank loads, the resumed fit equals an unbroken one") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  FitOptions two = options(2), one = options(1);  // shuffled
+  SyncModel straight{5};
+  Trainer<MultiWorker, Adam> a{MultiWorker{kLocal}, Adam{0.01}};
+  a.fit(straight, data, two);
+
+  // One path for the job: rank 0's temporary name, broadcast.
+  char path[64] = {};
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) std::snprintf(path, sizeof path, "/tmp/lockstep_mpi_checkpoint_%d.safetensors", static_cast<int>(getpid()));
+  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+
+  SyncModel first{5};
+  Trainer<MultiWorker, Adam> b{MultiWorker{kLocal}, Adam{0.01}};
+  b.fit(first, data, one);
+  save_checkpoint(b, first, path);
+  SyncModel resumed{0};
+  Trainer<MultiWorker, Adam> c{MultiWorker{kLocal}, Adam{0.01}};
+  load_checkpoint(c, resumed, path);
+  FitOptions rest = two;
+  rest.initial_epoch = c.run_state().epoch;
+  c.fit(resumed, data, rest);
+  CHECK(resumed.parameters() == straight.parameters());
+  CHECK(resumed.state() == straight.state());
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) std::remove(path);
 }

@@ -43,10 +43,24 @@ void write_checkpoint(const Snapshot& snap, const std::string& path) {
                          {"steps_done", std::to_string(snap.run.steps_done)}});
 }
 
+// Rank 0 writes; every rank returns once the file is complete (a broadcast
+// of rank 0's outcome), so any rank may load it next, and a failed write is
+// an Error on every rank, not only on rank 0.
 template <class Trainer, class Model>
 void save_checkpoint(Trainer& trainer, const Model& model, const std::string& path) {
   const Snapshot snap = trainer.snapshot(model);
-  if (trainer.process_rank() == 0) write_checkpoint<Model>(snap, path);
+  std::string error;
+  if (trainer.process_rank() == 0) {
+    try {
+      write_checkpoint<Model>(snap, path);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  char failed = error.empty() ? 0 : 1;
+  trainer.executor().group().broadcast_from_root(&failed, 1);
+  if (!error.empty()) throw Error(error.substr(error.find(' ') + 1));  // "lockstep: " is added again
+  require(!failed, "save_checkpoint: rank 0 could not write '", path, "' (its error says why)");
 }
 
 // Restores `model`, the trainer's optimizer state for it and the run state;
