@@ -384,3 +384,32 @@ TEST_CASE("GlobalClipNorm clips the all-reduced gradient alike on every replica,
   plain.fit(unclipped, data(), options);
   CHECK(testing::max_abs_difference(one, unclipped.parameters()) > 1e-3);
 }
+
+TEST_CASE("ClipNorm clips each variable's gradient by its own norm, alike under every strategy") {
+  const FitOptions options = testing::quiet_fit(16, 2);
+  const ClipNorm<Sgd> clipped{Sgd{0.5}, 0.02};
+  const auto fit = [&](auto strategy, auto opt) {
+    Model model{6};
+    Trainer<decltype(strategy), decltype(opt)> trainer{strategy, opt};
+    trainer.fit(model, data(), options);
+    return model.parameters();
+  };
+  const auto one = fit(Mirrored{1}, clipped);
+  CHECK(testing::max_abs_difference(one, fit(Mirrored{2}, clipped)) <= 1e-5);
+  CHECK(testing::max_abs_difference(one, fit(CentralStoragePolicy{3}, clipped)) <= 1e-5);
+  // Per variable is not global: the same clip over the whole gradient trains otherwise.
+  CHECK(testing::max_abs_difference(one, fit(Mirrored{1}, GlobalClipNorm<Sgd>{Sgd{0.5}, 0.02})) > 1e-4);
+  // One Sgd step by hand: every variable's gradient has norm <= clip, so no parameter moves by more than lr * clip.
+  Model start{6}, stepped{6};
+  Trainer<Mirrored, ClipNorm<Sgd>> trainer{Mirrored{1}, clipped};
+  trainer.fit(stepped, data(), testing::quiet_fit(60, 1));
+  for (const VariableInfo& v : Model::variables()) {
+    double moved = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double d = stepped.parameters()[v.offset + i] - start.parameters()[v.offset + i];
+      moved += d * d;
+    }
+    CAPTURE(v.name);
+    CHECK(std::sqrt(moved) <= 0.5 * 0.02 * (1 + 1e-5));
+  }
+}

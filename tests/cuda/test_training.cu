@@ -407,3 +407,17 @@ TEST_CASE("NCCL: a replica that does not arrive at the all-reduce makes the othe
                               {"MirroredPolicy<NcclAllReduce>", "step 1 of this fit",
                                "replica 1 on GPU 1 (its thread is still enqueuing the step)"});
 }
+
+TEST_CASE("clipped, scheduled and weight-decayed optimizers on the GPU train as on the host (<= 1e-4)") {
+  using Clipped = ClipNorm<Scheduled<AdamW, CosineDecay>>;
+  const Clipped opt{Scheduled<AdamW, CosineDecay>{AdamW{0.01, 0.01}, CosineDecay{0.01, 6}}, 0.05};
+  FitOptions options = three_steps();
+  options.epochs = 2;
+  Model on_host{11}, on_gpu{11};
+  Trainer<MirroredPolicy<HostAllReduce>, Clipped> host{MirroredPolicy<HostAllReduce>{1}, opt};
+  Trainer<MirroredPolicy<NcclAllReduce>, Clipped> gpu{MirroredPolicy<NcclAllReduce>{1}, opt};
+  host.fit(on_host, data(), options);
+  gpu.fit(on_gpu, data(), options);
+  CHECK(on_gpu.parameters() != Model{11}.parameters());
+  CHECK(testing::max_abs_difference(on_host.parameters(), on_gpu.parameters()) <= 1e-4);
+}

@@ -160,3 +160,15 @@ TEST_CASE("GlobalClipNorm scales the gradient by clip / max(norm, clip) before t
   host::Context ctx;
   CHECK_THROWS_WITH_AS(state.step(ctx, p.data(), g.data(), 0, 1), doctest::Contains("needs the whole gradient"), Error);
 }
+
+TEST_CASE("ClipNorm scales each variable by clip / max(its norm, clip)") {
+  const ClipNorm<Sgd> opt{Sgd{1.0}, 1.0};
+  ClipNorm<Sgd>::State<host::Context> state(opt, 4);
+  state.set_variables({{0, 2}, {2, 2}});
+  std::vector<float> p(4, 0.0f), g = {3.0f, 4.0f, 0.3f, 0.4f};  // norms 5 and 0.5
+  update(state, opt, p, g);
+  CHECK(p[0] == doctest::Approx(-0.6));
+  CHECK(p[1] == doctest::Approx(-0.8));
+  CHECK(p[2] == doctest::Approx(-0.3));
+  CHECK(p[3] == doctest::Approx(-0.4));
+}

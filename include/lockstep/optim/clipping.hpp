@@ -1,6 +1,7 @@
 // GlobalClipNorm<Opt>: Keras' global_clipnorm for any optimizer: before each
 // update the all-reduced gradient g is scaled by clip / max(||g||, clip), its
-// norm taken over every parameter. Every replica holds the same reduced
+// norm taken over every parameter. ClipNorm<Opt>: Keras' clipnorm: each
+// variable's gradient (a Dense kernel, a bias, ...) by its own norm. Every replica holds the same reduced
 // gradient and computes the same norm in the same order, so all clip alike.
 // It needs the whole gradient in one step: under a strategy whose step
 // updates shards (the host's sharded update) the executor runs the mirrored
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
@@ -36,6 +38,16 @@ struct ClipByGlobalNorm {
 };
 }  // namespace kernels
 
+namespace detail {
+// Scales g[0, n) by clip / max(||g||, clip), the clip read when the kernels run.
+template <class Ctx>
+void clip_by_norm(Ctx& ctx, float* g, std::size_t n, float* squares, float* sum, const float* clip) {
+  ctx.for_each_index(n, kernels::Square{g, squares});
+  ctx.sum_to(squares, n, sum);
+  ctx.for_each_index_reading(n, kernels::ClipByGlobalNorm{g, sum, 0.0f}, clip);
+}
+}  // namespace detail
+
 template <class Opt>
 struct GlobalClipNorm : Opt {
   float global_clipnorm;
@@ -60,9 +72,7 @@ struct GlobalClipNorm : Opt {
       require(first == 0 && last == size_, "GlobalClipNorm: an update of [", first, ", ", last, ") of ", size_,
               " parameters; the global norm needs the whole gradient");
       float* g = const_cast<float*>(grads);
-      ctx.for_each_index(size_, kernels::Square{g, squares_.data()});
-      ctx.sum_to(squares_.data(), size_, sum_.data());
-      ctx.for_each_index_reading(size_, kernels::ClipByGlobalNorm{g, sum_.data(), 0.0f}, clip_.data());
+      detail::clip_by_norm(ctx, g, size_, squares_.data(), sum_.data(), clip_.data());
       Base::step(ctx, params, static_cast<const float*>(g), first, last);
     }
 
@@ -70,6 +80,47 @@ struct GlobalClipNorm : Opt {
     typename Ctx::template buffer<float> squares_, sum_;
     typename Ctx::template host_visible_buffer<float> clip_;
     std::size_t size_;
+  };
+};
+
+template <class Opt>
+struct ClipNorm : Opt {
+  float clipnorm;
+  ClipNorm(Opt opt, double clip) : Opt(std::move(opt)), clipnorm(static_cast<float>(clip)) {
+    require(clip > 0 && std::isfinite(clip), "ClipNorm: clipnorm ", clip, ", expected a finite value > 0");
+  }
+
+  template <class Ctx>
+  class State : public Opt::template State<Ctx> {
+    using Base = typename Opt::template State<Ctx>;
+
+   public:
+    static constexpr bool kNeedsWholeGradient = true;
+    State(const ClipNorm& opt, std::size_t params) : Base(opt, params), squares_(params), clip_(1), size_(params) {}
+    // The model's trainable variables, each clipped by its own norm.
+    void set_variables(const std::vector<std::pair<std::size_t, std::size_t>>& ranges) {
+      ranges_ = ranges;
+      sums_.resize(ranges_.size());
+    }
+    void prepare(const ClipNorm& opt) {
+      *clip_.data() = opt.clipnorm;
+      Base::prepare(opt);
+    }
+    void step(Ctx& ctx, float* params, const float* grads, std::size_t first, std::size_t last) {
+      require(first == 0 && last == size_ && !ranges_.empty(), "ClipNorm: an update of [", first, ", ", last,
+              ") of ", size_, " parameters; clipping each variable needs the whole gradient and the variables");
+      float* g = const_cast<float*>(grads);
+      for (std::size_t v = 0; v < ranges_.size(); ++v)
+        detail::clip_by_norm(ctx, g + ranges_[v].first, ranges_[v].second, squares_.data() + ranges_[v].first,
+                             sums_.data() + v, clip_.data());
+      Base::step(ctx, params, static_cast<const float*>(g), first, last);
+    }
+
+   private:
+    typename Ctx::template buffer<float> squares_, sums_;
+    typename Ctx::template host_visible_buffer<float> clip_;
+    std::size_t size_;
+    std::vector<std::pair<std::size_t, std::size_t>> ranges_;
   };
 };
 

@@ -15,12 +15,17 @@
 //                                              state takes it, host::SumOfTwo
 //   iterations(), set_iterations(t), for_each_slot(f(name, data, size))
 //       (optional)                             for snapshots and restore
+//   set_variables(ranges)  (optional)          the [offset, offset + size) of
+//                                              each trainable variable, given
+//                                              once when the state is made
+//                                              (ClipNorm clips each by its norm)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "lockstep/backend/host/context.hpp"
 #include "lockstep/core/traits.hpp"
@@ -45,6 +50,21 @@ template <class S, class = void>
 struct needs_whole_gradient : std::false_type {};
 template <class S>
 struct needs_whole_gradient<S, std::enable_if_t<S::kNeedsWholeGradient>> : std::true_type {};
+
+// Calls state.set_variables(ranges) where the state has it: the flat
+// buffer's trainable variables of Model, as (offset, size) pairs.
+template <class S>
+using set_variables_probe = decltype(std::declval<S&>().set_variables(
+    std::declval<const std::vector<std::pair<std::size_t, std::size_t>>&>()));
+template <class Model, class S>
+void give_variables(S& state) {
+  if constexpr (is_detected<set_variables_probe, S>) {
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    for (const auto& v : Model::variables())
+      if (v.trainable) ranges.emplace_back(v.offset, v.size());
+    state.set_variables(ranges);
+  }
+}
 
 // Calls state.prepare(opt) where the state has it.
 template <class S, class O>

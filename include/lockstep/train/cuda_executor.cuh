@@ -296,7 +296,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   struct Replica {
     Replica(const Optimizer& opt, bool holds_optimizer_state)
         : params(Model::kParams), grads(Model::kParams + kStats), state(Model::kState), stats(kStats), key(1) {
-      if (holds_optimizer_state) opt_state.emplace(opt, Model::kParams);
+      if (holds_optimizer_state) {
+        opt_state.emplace(opt, Model::kParams);
+        give_variables<Model>(*opt_state);
+      }
     }
     void resize(std::size_t capacity, std::size_t label_width) {
       ws = Workspace<Model>(static_cast<int>(capacity));

@@ -209,7 +209,10 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     Replica(const Optimizer& opt, bool holds_variables, bool holds_optimizer_state)
         : grads(Model::kParams + kStats), state(Model::kState) {
       if (holds_variables) params.resize(Model::kParams);
-      if (holds_optimizer_state) opt_state.emplace(opt, Model::kParams);
+      if (holds_optimizer_state) {
+        opt_state.emplace(opt, Model::kParams);
+        give_variables<Model>(*opt_state);
+      }
     }
     // Step buffers follow the batch size; parameters and optimizer slots stay.
     void resize(std::size_t capacity, std::size_t label_width) {
