@@ -8,6 +8,8 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <unistd.h>
@@ -167,4 +169,34 @@ TEST_CASE("a checkpoint file across processes: rank 0 writes, every rank loads, 
   CHECK(resumed.state() == straight.state());
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) std::remove(path);
+}
+
+TEST_CASE("callbacks that write files write on rank 0 only; EarlyStopping stops every rank at the same epoch") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  // Each rank names its own files, so a write from any rank but 0 would show.
+  const std::string base = "/tmp/lockstep_mpi_cb_" + std::to_string(pid) + "_rank" + std::to_string(rank);
+  SyncModel model{5};
+  Trainer<MultiWorker, Adam> trainer{MultiWorker{kLocal}, Adam{0.01}};
+  FitOptions o = options(6);
+  o.validation_data = &data;
+  CSVLogger log(base + ".csv");
+  ModelCheckpointOptions weights_only;
+  weights_only.save_weights_only = true;
+  ModelCheckpoint checkpoint(base + "-{epoch}.safetensors", weights_only);
+  EarlyStoppingOptions es;
+  es.monitor = "val_loss";
+  es.min_delta = 10.0;  // nothing improves that much: stops at epoch 1 on every rank
+  EarlyStopping stop(es);
+  const History h = trainer.fit(model, data, o, log, checkpoint, stop);
+  CHECK(h["loss"].size() == 2);
+  CHECK(stop.stopped_epoch() == 1);
+  const bool wrote = std::ifstream(base + ".csv").good() && std::ifstream(base + "-2.safetensors").good();
+  CHECK(wrote == (rank == 0));
+  std::remove((base + ".csv").c_str());
+  std::remove((base + "-1.safetensors").c_str());
+  std::remove((base + "-2.safetensors").c_str());
 }
