@@ -48,11 +48,15 @@ void clip_by_norm(Ctx& ctx, float* g, std::size_t n, float* squares, float* sum,
 }
 }  // namespace detail
 
-template <class Opt>
-struct GlobalClipNorm : Opt {
-  float global_clipnorm;
-  GlobalClipNorm(Opt opt, double clip) : Opt(std::move(opt)), global_clipnorm(static_cast<float>(clip)) {
-    require(clip > 0 && std::isfinite(clip), "GlobalClipNorm: global_clipnorm ", clip, ", expected a finite value > 0");
+// Both clippings: the gradient cut into ranges (one range, the whole buffer,
+// for the global norm; one per trainable variable otherwise), each scaled by
+// clip / max(its norm, clip) before Opt's update.
+template <class Opt, bool PerVariable>
+struct BasicClipNorm : Opt {
+  float clip;
+  BasicClipNorm(Opt opt, double c) : Opt(std::move(opt)), clip(static_cast<float>(c)) {
+    require(c > 0 && std::isfinite(c), PerVariable ? "ClipNorm: clipnorm " : "GlobalClipNorm: global_clipnorm ", c,
+            ", expected a finite value > 0");
   }
 
   template <class Ctx>
@@ -61,54 +65,22 @@ struct GlobalClipNorm : Opt {
 
    public:
     static constexpr bool kNeedsWholeGradient = true;
-    State(const GlobalClipNorm& opt, std::size_t params)
-        : Base(opt, params), squares_(params), sum_(1), clip_(1), size_(params) {}
-    void prepare(const GlobalClipNorm& opt) {
-      *clip_.data() = opt.global_clipnorm;
+    State(const BasicClipNorm& opt, std::size_t params)
+        : Base(opt, params), squares_(params), sums_(1), clip_(1), size_(params), ranges_{{0, params}} {}
+    // The model's trainable variables, each clipped by its own norm (ignored by the global norm).
+    void set_variables(const std::vector<std::pair<std::size_t, std::size_t>>& ranges) {
+      if (!PerVariable) return;
+      ranges_ = ranges;
+      sums_.resize(ranges_.size());
+    }
+    void prepare(const BasicClipNorm& opt) {
+      *clip_.data() = opt.clip;
       Base::prepare(opt);
     }
     // The reduced gradient is this step's own buffer, so it is scaled in place.
     void step(Ctx& ctx, float* params, const float* grads, std::size_t first, std::size_t last) {
-      require(first == 0 && last == size_, "GlobalClipNorm: an update of [", first, ", ", last, ") of ", size_,
-              " parameters; the global norm needs the whole gradient");
-      float* g = const_cast<float*>(grads);
-      detail::clip_by_norm(ctx, g, size_, squares_.data(), sum_.data(), clip_.data());
-      Base::step(ctx, params, static_cast<const float*>(g), first, last);
-    }
-
-   private:
-    typename Ctx::template buffer<float> squares_, sum_;
-    typename Ctx::template host_visible_buffer<float> clip_;
-    std::size_t size_;
-  };
-};
-
-template <class Opt>
-struct ClipNorm : Opt {
-  float clipnorm;
-  ClipNorm(Opt opt, double clip) : Opt(std::move(opt)), clipnorm(static_cast<float>(clip)) {
-    require(clip > 0 && std::isfinite(clip), "ClipNorm: clipnorm ", clip, ", expected a finite value > 0");
-  }
-
-  template <class Ctx>
-  class State : public Opt::template State<Ctx> {
-    using Base = typename Opt::template State<Ctx>;
-
-   public:
-    static constexpr bool kNeedsWholeGradient = true;
-    State(const ClipNorm& opt, std::size_t params) : Base(opt, params), squares_(params), clip_(1), size_(params) {}
-    // The model's trainable variables, each clipped by its own norm.
-    void set_variables(const std::vector<std::pair<std::size_t, std::size_t>>& ranges) {
-      ranges_ = ranges;
-      sums_.resize(ranges_.size());
-    }
-    void prepare(const ClipNorm& opt) {
-      *clip_.data() = opt.clipnorm;
-      Base::prepare(opt);
-    }
-    void step(Ctx& ctx, float* params, const float* grads, std::size_t first, std::size_t last) {
-      require(first == 0 && last == size_ && !ranges_.empty(), "ClipNorm: an update of [", first, ", ", last,
-              ") of ", size_, " parameters; clipping each variable needs the whole gradient and the variables");
+      require(first == 0 && last == size_, PerVariable ? "ClipNorm" : "GlobalClipNorm", ": an update of [", first,
+              ", ", last, ") of ", size_, " parameters; clipping needs the whole gradient");
       float* g = const_cast<float*>(grads);
       for (std::size_t v = 0; v < ranges_.size(); ++v)
         detail::clip_by_norm(ctx, g + ranges_[v].first, ranges_[v].second, squares_.data() + ranges_[v].first,
@@ -123,5 +95,12 @@ struct ClipNorm : Opt {
     std::vector<std::pair<std::size_t, std::size_t>> ranges_;
   };
 };
+
+// Keras' global_clipnorm: the norm over every parameter.
+template <class Opt>
+using GlobalClipNorm = BasicClipNorm<Opt, false>;
+// Keras' clipnorm: each variable by its own norm.
+template <class Opt>
+using ClipNorm = BasicClipNorm<Opt, true>;
 
 }  // namespace lockstep
