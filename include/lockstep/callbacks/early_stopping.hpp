@@ -41,7 +41,7 @@ class EarlyStopping {
     best_epoch_ = -1;
     best_params_.clear();
     best_state_.clear();
-    monitor_.set_best(monitor_.maximize() ? -INFINITY : INFINITY);
+    monitor_.reset();
   }
 
   template <class View>

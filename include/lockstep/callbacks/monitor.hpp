@@ -23,6 +23,11 @@ class Monitor {
     maximize_ = mode == "max" ||
                 (mode == "auto" && (ends_with(monitor_, "acc") || ends_with(monitor_, "accuracy") ||
                                     ends_with(monitor_, "auc")));
+    reset();
+  }
+
+  // No best value yet: anything but NaN improves on it.
+  void reset() {
     best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   }
 
@@ -46,7 +51,7 @@ class Monitor {
   std::string monitor_;
   double min_delta_;
   bool maximize_ = false;
-  double best_;
+  double best_ = 0;
 };
 
 }  // namespace lockstep

@@ -93,6 +93,17 @@ template <class B>
 using variables_probe = decltype(B::kName, B::variables(VariableProbe{}));
 
 template <class B>
+using kind_probe = decltype(B::kName);
+// A bound layer's kind as Keras names it ("dense", "batch_normalization"), or "layer".
+template <class B>
+const char* layer_kind() {
+  if constexpr (is_detected<kind_probe, B>)
+    return B::kName;
+  else
+    return "layer";
+}
+
+template <class B>
 constexpr std::size_t state_size() {
   if constexpr (is_detected<state_probe, B>)
     return B::kState;

@@ -182,18 +182,29 @@ class Sequential {
   static void initialize(float* params, std::uint64_t seed) {
     for_each_layer([&](auto i) { layer<i>::init(params + kOffsets[i], seed, i); });
   }
-  // Every variable, in layer order, with Keras' names: a layer kind's first
-  // instance is "dense", the next "dense_1", and so on.
+  // Each layer's name as Keras gives it: a kind's first instance is "dense",
+  // the next "dense_1", and so on.
+  static std::vector<std::string> layer_names() {
+    std::vector<std::string> out;
+    std::map<std::string, int> seen;
+    for_each_layer([&](auto i) {
+      const std::string kind = detail::layer_kind<layer<i>>();
+      const int n = seen[kind]++;
+      out.push_back(n == 0 ? kind : kind + "_" + std::to_string(n));
+    });
+    return out;
+  }
+
+  // Every variable, in layer order, named "<layer name>/<variable>" as Keras
+  // names them ("dense_1/kernel", "batch_normalization/moving_mean").
   static std::vector<VariableInfo> variables() {
     std::vector<VariableInfo> out;
-    std::map<std::string, int> seen;
+    const std::vector<std::string> names = layer_names();
     for_each_layer([&](auto i) {
       using B = layer<i>;
       if constexpr (detail::is_detected<detail::variables_probe, B>) {
-        const int n = seen[B::kName]++;
-        const std::string prefix = n == 0 ? std::string(B::kName) : std::string(B::kName) + "_" + std::to_string(n);
         B::variables([&](const char* name, bool trainable, std::size_t offset, const std::vector<std::int64_t>& shape) {
-          out.push_back({prefix + "/" + name, trainable, (trainable ? kOffsets[i] : kStateOffsets[i]) + offset, shape});
+          out.push_back({names[i] + "/" + name, trainable, (trainable ? kOffsets[i] : kStateOffsets[i]) + offset, shape});
         });
       }
     });
@@ -291,10 +302,15 @@ class Sequential {
   static void for_each_layer(F&& f, std::index_sequence<I...>) {
     (f(std::integral_constant<std::size_t, I>{}), ...);
   }
+
+ public:
+  // f(i) for each layer index i, as a std::integral_constant (layer<i> is its type).
   template <class F>
   static void for_each_layer(F&& f) {
     for_each_layer(f, indices{});
   }
+
+ private:
   template <class F, std::size_t... I>
   static void for_each_layer_reversed(F&& f, std::index_sequence<I...>) {
     (f(std::integral_constant<std::size_t, kLayers - 1 - I>{}), ...);

@@ -7,9 +7,9 @@
 #include <cctype>
 #include <cstddef>
 #include <cstdio>
-#include <map>
 #include <ostream>
 #include <string>
+#include <vector>
 #include <type_traits>
 #include <utility>
 
@@ -20,9 +20,6 @@
 namespace lockstep {
 
 namespace detail {
-template <class B>
-using layer_name_probe = decltype(B::kName);
-
 // Keras' class name from its layer name: batch_normalization -> BatchNormalization.
 inline std::string class_name(const std::string& name) {
   std::string out;
@@ -54,10 +51,6 @@ std::string shape_of(std::index_sequence<I...>) {
   ((out += ", " + std::to_string(S::kDims[I])), ...);
   return out + ")";
 }
-template <class F, std::size_t... I>
-void for_each_index(F&& f, std::index_sequence<I...>) {
-  (f(std::integral_constant<std::size_t, I>{}), ...);
-}
 inline std::string pad(std::string s, std::size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
   return s;
@@ -76,19 +69,15 @@ void summary(const Model&, std::ostream& out, const std::string& name = "sequent
   out << "Model: \"" << name << "\"\n" << rule << '\n';
   out << ' ' << detail::pad("Layer (type)", kName - 1) << detail::pad("Output Shape", kShape) << "Param #\n";
   out << thick << '\n';
-  std::map<std::string, int> seen;
-  detail::for_each_index([&](auto i) {
+  const std::vector<std::string> names = Model::layer_names();
+  Model::for_each_layer([&](auto i) {
     using B = typename Model::template layer<decltype(i)::value>;
-    std::string layer_name = "layer";
-    if constexpr (detail::is_detected<detail::layer_name_probe, B>) layer_name = B::kName;
-    const int n = seen[layer_name]++;
-    const std::string instance = n == 0 ? layer_name : layer_name + "_" + std::to_string(n);
     const std::size_t params = B::kParams + detail::state_size<B>();
     using S = typename B::out_shape;
-    out << ' ' << detail::cell(instance + " (" + detail::class_name(layer_name) + ")", kName - 1)
+    out << ' ' << detail::cell(names[i] + " (" + detail::class_name(detail::layer_kind<B>()) + ")", kName - 1)
         << detail::cell(detail::shape_of<S>(std::make_index_sequence<S::kRank>{}), kShape) << params << '\n';
     out << std::string(kLine, ' ') << '\n';  // Keras leaves a blank row after each layer
-  }, std::make_index_sequence<Model::kLayers>{});
+  });
   out << thick << '\n';
   out << "Total params: " << Model::kParams + Model::kState << " ("
       << detail::bytes_text(Model::kParams + Model::kState) << ")\n";

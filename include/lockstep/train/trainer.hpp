@@ -159,9 +159,8 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     exec_.group().broadcast_from_root(model.parameters().data(), Model::kParams * sizeof(float));
     if (Model::kState) exec_.group().broadcast_from_root(model.state().data(), Model::kState * sizeof(float));
     Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, run_.seed);
-    exec_.begin_fit(model, optimizer_, Loader::slice_capacity(options.batch_size, global_replicas()),
-                    train.label_width());  // the capacity FitView uses below
     const std::size_t capacity = Loader::slice_capacity(options.batch_size, global_replicas());
+    exec_.begin_fit(model, optimizer_, capacity, train.label_width());
     FitView<executor_type, Optimizer, Model> view(exec_, optimizer_, model, run_, capacity, train.label_width());
 
     TrainInfo info{options.epochs, loader.steps(), options.batch_size, train.size(), global_replicas()};
