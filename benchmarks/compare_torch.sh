@@ -12,6 +12,7 @@
 # usage: benchmarks/compare_torch.sh [BUILD_DIR]   (default build/host)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benchmarks/compare_common.sh  # median, samples_per_s
 build=${1:-build/host}
 rounds=${ROUNDS:-3}
 peer=${PEER:-../shared/peers/torch_seed_model.py}
@@ -20,9 +21,8 @@ bench="$build/benchmarks/train_throughput"
 [[ -f $peer ]] || { echo "error: the torch peer $peer is missing" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "error: python3-torch is missing: apt-get install python3-torch" >&2; exit 2; }
 
-ours() { "$bench" "$@" | sed -n 's/^samples_per_s=\([0-9]*\).*/\1/p'; }
+ours() { "$bench" "$@" | samples_per_s; }
 torch() { /usr/bin/python3 "$peer" 1 "$1" "$2" | sed -n 's/.*samples\/s=\([0-9]*\).*/\1/p'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 declare -A runs
 for ((round = 1; round <= rounds; round++)); do

@@ -14,8 +14,8 @@ using Gemm = void (*)(bool, bool, int, int, int, float, const float*, int, const
 
 // GFLOP/s of C(m,n) = op(A) op(B), best of five timed groups of repetitions.
 inline double gflops(Gemm gemm, bool ta, bool tb, int m, int n, int k) {
-  std::vector<float> a(static_cast<std::size_t>(m) * k, 0.5f), b(static_cast<std::size_t>(k) * n, 0.25f),
-      c(static_cast<std::size_t>(m) * n);
+  const std::size_t um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n), uk = static_cast<std::size_t>(k);
+  std::vector<float> a(um * uk, 0.5f), b(uk * un, 0.25f), c(um * un);
   const int lda = ta ? m : k, ldb = tb ? k : n;
   const double flop = 2.0 * m * n * k;
   const int reps = std::max(1, static_cast<int>(2e9 / flop));

@@ -1,9 +1,12 @@
-// Training throughput of the Fashion-MNIST model (784-256-10, Adam) on
-// synthetic data of the same shape: samples/s and ms per synchronous step.
+// Training throughput of a Fashion-MNIST model (Adam) on synthetic data of
+// the same shape: samples/s and ms per synchronous step.
 // usage: train_throughput [--backend host|cuda] [--strategy mirrored|central|multiworker]
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
-//                         [--mfu yes|no]
+//                         [--mfu yes|no] [--model mlp|cnn] [--conv builtin|onednn]
+// --model mlp (default): 784-256-10; cnn: Keras' simple MNIST convnet
+// (examples/fashion_mnist --model cnn) on 28x28x1 samples. --conv picks the
+// host's convolution path (host::set_conv_path; default host::kDefaultConvPath).
 // The data set is S batches of B synthetic samples; it is trained E times
 // (default 1), so a longer measurement keeps the same data set size.
 // --mfu no skips the SGEMM peak measured after training (for runs that share
@@ -39,19 +42,26 @@ struct Run {
   bool mfu = true;  // measure the SGEMM peak afterwards and print mfu
 };
 
-template <class Strategy>
+using Mlp = lockstep::Sequential<lockstep::Input<784>, lockstep::Dense<256, lockstep::Relu>, lockstep::Dense<10>>;
+// The example's --model cnn.
+using Cnn = lockstep::Sequential<
+    lockstep::Input<28, 28, 1>, lockstep::Conv2D<32, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
+    lockstep::MaxPooling2D<2>, lockstep::Conv2D<64, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
+    lockstep::MaxPooling2D<2>, lockstep::Flatten, lockstep::Dropout<50>, lockstep::Dense<10>>;
+
+template <class Model, class Strategy>
 int measure(Strategy strategy, const char* name, const Run& run) {
   const std::size_t batch = run.batch;
   const int steps = run.steps * run.epochs;  // timed steps
   using namespace lockstep;
-  using Model = Sequential<Input<784>, Dense<256, Relu>, Dense<10>>;
   // A data set of run.steps batches of uniform pixels and random labels.
   const std::size_t samples = batch * static_cast<std::size_t>(run.steps);
-  std::vector<float> x(samples * 784);
+  constexpr std::size_t kFeatures = Model::kInputs;
+  std::vector<float> x(samples * kFeatures);
   std::vector<std::int32_t> y(samples);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = Philox4x32::uniform(1, rng_stream::kData, i);
   for (std::size_t i = 0; i < samples; ++i) y[i] = static_cast<std::int32_t>(Philox4x32::bits64(2, rng_stream::kData, i) % 10);
-  const Dataset data(std::move(x), 784, std::move(y));
+  const Dataset data(std::move(x), kFeatures, std::move(y));
 
   Model model{0};
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
@@ -77,6 +87,8 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   }
   std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s", name,
               trainer.global_replicas(), batch, steps, host::kGemmPath);
+  if constexpr (!std::is_same_v<Model, Mlp>)
+    std::printf(" conv=%s", host::conv_path() == host::ConvPath::kOneDnn ? "onednn" : "builtin");
   if (!run.mfu) {  // another process may still be training: measure no peak under it
     std::printf("\nsamples_per_s=%.0f step_ms=%.4f\n", samples_per_s, seconds * 1e3 / steps);
     return 0;
@@ -90,13 +102,28 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   return 0;
 }
 
+// Runs measure with the model --model names, where the strategy's backend has its layers.
+template <class Strategy>
+int measure(Strategy strategy, const char* name, const Run& run, const std::string& model) {
+  using Context = typename lockstep::Trainer<Strategy, lockstep::Adam>::executor_type::context_type;
+  if (model == "cnn") {
+    if constexpr (lockstep::supports_conv2d_v<Context>)
+      return measure<Cnn>(strategy, name, run);
+    else
+      lockstep::fail("--model cnn: the ", Strategy::backend::kName,
+                     " backend has no convolutions yet; run it with --backend host");
+  }
+  lockstep::require(model == "mlp", "--model: '", model, "', expected mlp or cnn");
+  return measure<Mlp>(strategy, name, run);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace lockstep;
   int replicas = 1;
   Run run;
-  std::string strategy = "mirrored", backend = "host", collective = "nccl";
+  std::string strategy = "mirrored", backend = "host", collective = "nccl", model = "mlp";
   try {
     for (int i = 1; i < argc; i += 2) {
       const std::string flag = argv[i];
@@ -107,8 +134,15 @@ int main(int argc, char** argv) {
         run.mfu = v == "yes";
         continue;
       }
-      if (flag == "--strategy" || flag == "--backend" || flag == "--collective") {
-        (flag == "--strategy" ? strategy : flag == "--backend" ? backend : collective) = argv[i + 1];
+      if (flag == "--strategy" || flag == "--backend" || flag == "--collective" || flag == "--model") {
+        (flag == "--strategy" ? strategy : flag == "--backend" ? backend : flag == "--model" ? model : collective) =
+            argv[i + 1];
+        continue;
+      }
+      if (flag == "--conv") {
+        const std::string v = argv[i + 1];
+        require(v == "builtin" || v == "onednn", "--conv: '", v, "', expected builtin or onednn");
+        host::set_conv_path(v == "onednn" ? host::ConvPath::kOneDnn : host::ConvPath::kBuiltin);
         continue;
       }
       const long v = std::strtol(argv[i + 1], nullptr, 10);
@@ -119,27 +153,27 @@ int main(int argc, char** argv) {
       else if (flag == "--epochs") run.epochs = static_cast<int>(v);
       else if (flag == "--blas-threads") run.blas_threads = static_cast<int>(v);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
-                "--steps, --epochs, --blas-threads or --mfu");
+                "--steps, --epochs, --blas-threads, --mfu, --model or --conv");
     }
     if (backend == "cuda") {
 #if defined(LOCKSTEP_HAVE_CUDA)
       require(strategy == "mirrored", "--strategy ", strategy, ": the cuda backend runs mirrored");
       if (collective == "hierarchical")
-        return measure(MirroredPolicy<HierarchicalCopyAllReduce>{replicas}, "mirrored-hierarchical", run);
+        return measure(MirroredPolicy<HierarchicalCopyAllReduce>{replicas}, "mirrored-hierarchical", run, model);
       if (collective == "one_device")
-        return measure(MirroredPolicy<ReductionToOneDevice<>>{replicas}, "mirrored-one_device", run);
+        return measure(MirroredPolicy<ReductionToOneDevice<>>{replicas}, "mirrored-one_device", run, model);
       require(collective == "nccl", "--collective: '", collective, "', expected nccl, hierarchical or one_device");
-      return measure(MirroredPolicy<NcclAllReduce>{replicas}, "mirrored-nccl", run);
+      return measure(MirroredPolicy<NcclAllReduce>{replicas}, "mirrored-nccl", run, model);
 #else
       fail("--backend cuda: this build has no CUDA backend; run build/cuda/benchmarks/train_throughput_cuda");
 #endif
     }
     require(backend == "host", "--backend: '", backend, "', expected host or cuda");
-    if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", run);
-    if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", run);
+    if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", run, model);
+    if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", run, model);
 #if defined(LOCKSTEP_HAVE_MPI)
     if (strategy == "multiworker")
-      return measure(MultiWorkerMirroredPolicy<MpiAllReduce>{replicas}, "multiworker", run);
+      return measure(MultiWorkerMirroredPolicy<MpiAllReduce>{replicas}, "multiworker", run, model);
 #endif
     fail("--strategy: '", strategy, "', expected mirrored, central or multiworker (multiworker needs MPI)");
   } catch (const Error& e) {

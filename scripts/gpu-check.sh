@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU check, for a GPU node that may be offline and bare: the CUDA
 # toolkit, a Python whose site-packages hold NCCL as NVIDIA's wheel
-# (nvidia-nccl-cu13: libnccl.so.2 and nccl.h under nvidia/nccl/), CMake and
-# ninja (pip's will do); no doctest, no MPI, no zlib headers, no data.
+# (nvidia-nccl-cu13: libnccl.so.2 and nccl.h under nvidia/nccl/) and cuDNN as
+# its wheel (nvidia-cudnn-cu13: libcudnn.so.9 and cudnn.h under nvidia/cudnn/;
+# optional, for Conv2D on GPUs), CMake and ninja (pip's will do); no doctest,
+# no MPI, no zlib headers, no data.
 #
 #   scripts/gpu-check.sh --prepare   on a development machine (Debian): fills
 #                                    .gpu-carry/ (ignored by git) with what the
@@ -11,14 +13,15 @@
 #   scripts/gpu-check.sh             on the node, with .gpu-carry/ beside the
 #                                    repository's files
 #
-# On the node it configures build/cuda (NCCL_ROOT from the wheel unless set;
+# On the node it configures build/cuda (NCCL_ROOT and CUDNN_ROOT from the wheels unless set;
 # the Ninja generator where ninja is found; the visible GPUs' architecture, or
 # sm_90 where none is visible), builds every CUDA target (lockstep_cuda_all),
 # then runs, each under its own time budget: the GPU tests (ctest -L gpu; on
 # one GPU without those labelled multi_gpu, which need two), the
 # Fashion-MNIST example for 3 epochs on every visible GPU, train_throughput_cuda
 # at batch 128 and 4096, all_reduce_cuda, and, where time is left, the example
-# with --model mlp_bn_dropout. The budgets, the build's included, add up to
+# with --model mlp_bn_dropout and train_throughput_cuda --model cnn (cuDNN).
+# The budgets, the build's included, add up to
 # LOCKSTEP_GPU_BUDGET_S (480 s). The whole log, each step's output and the
 # summary go to $OUT (else the build folder); the summary ends the output, its
 # figures as key=value lines, status= last.
@@ -28,7 +31,7 @@
 # every GPU target and checking that each one loads: the rehearsal's result,
 # scripts/gpu-rehearsal.sh).
 #
-# Environment: OUT (log folder), NCCL_ROOT, FASHION_MNIST_DIR (else
+# Environment: OUT (log folder), NCCL_ROOT, CUDNN_ROOT, FASHION_MNIST_DIR (else
 # .gpu-carry/fashion-mnist, else /usr/share/datasets/fashion-mnist),
 # LOCKSTEP_GPU_BUILD_DIR (build/cuda), LOCKSTEP_GPU_CARRY (.gpu-carry),
 # LOCKSTEP_CUDA_ARCHITECTURES (overrides the detected one, e.g. 90-real),
@@ -259,25 +262,30 @@ fi
 archs=${LOCKSTEP_CUDA_ARCHITECTURES:-${archs:-90-real}}
 key cuda_architectures "$archs"
 
-# NCCL: NCCL_ROOT as given, else NVIDIA's wheel in the node's Python.
-if [[ -z ${NCCL_ROOT:-} && -n $py ]]; then
-  NCCL_ROOT=$("$py" - 2>/dev/null <<'EOF'
-import os, site
+# wheel_root NAME HEADER: the folder of NVIDIA's wheel nvidia/NAME in the
+# node's Python whose include/ holds HEADER, or nothing.
+wheel_root() {
+  [[ -n $py ]] || return 0
+  "$py" - "$1" "$2" 2>/dev/null <<'EOF'
+import importlib, os, site, sys
+name, header = sys.argv[1], sys.argv[2]
 paths = []
 try:
-    import nvidia.nccl as m  # a namespace package: no __file__, one __path__
+    m = importlib.import_module("nvidia." + name)  # a namespace package: no __file__, one __path__
     paths += list(m.__path__)
 except Exception:
     pass
 dirs = site.getsitepackages() + [site.getusersitepackages()]
-paths += [os.path.join(d, "nvidia", "nccl") for d in dirs]
+paths += [os.path.join(d, "nvidia", name) for d in dirs]
 for p in paths:
-    if os.path.isfile(os.path.join(p, "include", "nccl.h")):
+    if os.path.isfile(os.path.join(p, "include", header)):
         print(p)
         break
 EOF
-  )
-fi
+}
+
+# NCCL: NCCL_ROOT as given, else NVIDIA's wheel in the node's Python.
+[[ -n ${NCCL_ROOT:-} ]] || NCCL_ROOT=$(wheel_root nccl nccl.h)
 nccl_args=()
 if [[ -n ${NCCL_ROOT:-} ]]; then
   export NCCL_ROOT
@@ -289,6 +297,21 @@ if [[ -n ${NCCL_ROOT:-} ]]; then
   key nccl_root "$NCCL_ROOT"
 else
   note "NCCL_ROOT not set and no nvidia-nccl wheel found: CMake looks beside the CUDA toolkit and in the system"
+fi
+
+# cuDNN (Conv2D on GPUs): CUDNN_ROOT as given, else NVIDIA's wheel. The
+# wheel's libcudnn.so.9 loads its parts (libcudnn_cnn.so.9, ...) from beside itself.
+[[ -n ${CUDNN_ROOT:-} ]] || CUDNN_ROOT=$(wheel_root cudnn cudnn.h)
+cudnn_args=()
+if [[ -n ${CUDNN_ROOT:-} ]]; then
+  export CUDNN_ROOT
+  cudnn_args=(-DCUDNN_ROOT="$CUDNN_ROOT")
+  for d in "$CUDNN_ROOT/lib" "$CUDNN_ROOT/lib64"; do
+    [[ -d $d ]] && export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  done
+  key cudnn_root "$CUDNN_ROOT"
+else
+  note "CUDNN_ROOT not set and no nvidia-cudnn wheel found: CMake looks beside the CUDA toolkit and in the system"
 fi
 
 # doctest: the carried copy, else one CMake finds here.
@@ -322,11 +345,15 @@ b_runs=$((b_tests + b_example + 2 * b_tput + b_allreduce + b_example_bn))
 step configure $b_configure "$log_dir/configure.txt" \
   cmake -S "$root" -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$archs" -DLOCKSTEP_BUILD_TESTS=$tests -DLOCKSTEP_BUILD_EXAMPLES=ON \
-  -DLOCKSTEP_BUILD_BENCHMARKS=ON -UNCCL_INCLUDE_DIR -UNCCL_LIBRARY "${nccl_args[@]}" "${doctest_args[@]}" \
+  -DLOCKSTEP_BUILD_BENCHMARKS=ON -UNCCL_INCLUDE_DIR -UNCCL_LIBRARY -UCUDNN_INCLUDE_DIR -UCUDNN_LIBRARY \
+  "${nccl_args[@]}" "${cudnn_args[@]}" "${doctest_args[@]}" \
   "${extra[@]}" || { failed "configure (see $log_dir/configure.txt)"; finish 1; }
 nccl_line=$(grep -o 'CUDA backend available as lockstep::cuda (.*)' "$log_dir/configure.txt" | tail -1)
 key nccl_version "$(sed -n 's/.*NCCL \([0-9.]*\)).*/\1/p' <<<"$nccl_line")"
 key nccl_library "$(sed -n 's/^NCCL_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")"
+cudnn_version=$(sed -n 's/.*lockstep: cuDNN \([0-9.]*\) found.*/\1/p' "$log_dir/configure.txt" | tail -1)
+key cudnn_version "${cudnn_version:-none}"
+[[ -n $cudnn_version ]] || note "cuDNN not found: the GPU build has no Conv2D (its tests are left out, --model cnn not run)"
 
 step build $((total_budget - b_runs - (SECONDS - start))) "$log_dir/build.txt" \
   cmake --build "$build" --target lockstep_cuda_all -j "$jobs" || { failed "build (see $log_dir/build.txt)"; finish 1; }
@@ -454,6 +481,21 @@ if (( total_budget - (SECONDS - start) >= 15 )); then
   example example_mlp_bn_dropout $b_example_bn --model mlp_bn_dropout
 else
   note "example --model mlp_bn_dropout not run: $((total_budget - (SECONDS - start))) s left of the ${total_budget} s budget"
+fi
+
+# The Keras MNIST convnet through cuDNN, where cuDNN was found and the budget allows.
+if [[ -n $cudnn_version ]] && (( total_budget - (SECONDS - start) >= 15 )); then
+  out=$log_dir/throughput_cnn.txt
+  if step "throughput cnn" $b_tput "$out" "$build/benchmarks/train_throughput_cuda" --backend cuda \
+      --replicas "$gpus" --model cnn --batch-size 128 --steps 200; then
+    line=$(grep -E '^samples_per_s=' "$out" | tail -1)
+    key throughput_cnn_samples_per_s "$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$line")"
+    key throughput_cnn_step_ms "$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line")"
+  else
+    failed "train_throughput_cuda --model cnn (see $out)"
+  fi
+elif [[ -n $cudnn_version ]]; then
+  note "train_throughput_cuda --model cnn not run: $((total_budget - (SECONDS - start))) s left of the ${total_budget} s budget"
 fi
 
 ((failures)) && finish 1

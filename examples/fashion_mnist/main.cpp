@@ -2,6 +2,8 @@
 // Dense 10, Adam, sparse categorical cross-entropy) on Fashion-MNIST with
 // MirroredPolicy<HostAllReduce> (or, built by nvcc as fashion_mnist_cuda,
 // MirroredPolicy<NcclAllReduce> on the GPUs), and prints the test accuracy last.
+// --model cnn trains Keras' "simple MNIST convnet" instead (cnn_bn: with
+// BatchNormalization after each convolution).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +24,7 @@ struct Flags {
   int replicas = 2;
   int epochs = 10;
   std::size_t batch_size = 128;
-  std::string data = lockstep::kDebianFashionMnistDir;
+  std::string data = lockstep::fashion_mnist_dir();
   std::uint64_t seed = 0;
   std::string strategy = "mirrored";
   std::string backend = "host";
@@ -45,10 +47,14 @@ const char* kUsage =
     "  --collective C  with cuda: nccl (default), hierarchical or one_device\n"
     "  --epochs E      default 10\n"
     "  --batch-size B  global batch, split over the replicas, default 128\n"
-    "  --data DIR      Fashion-MNIST IDX files (.gz or plain), default /usr/share/datasets/fashion-mnist\n"
+    "  --data DIR      Fashion-MNIST IDX files (.gz or plain), default $FASHION_MNIST_DIR, else\n"
+    "                  /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)\n"
     "  --seed S        seed of the initial weights, the shuffle and dropout, default 0\n"
     "  --model M       mlp (default): Dense 256 relu, Dense 10; mlp_bn_dropout: Dense 256,\n"
-    "                  BatchNormalization, Relu, Dropout 0.2, Dense 10\n";
+    "                  BatchNormalization, Relu, Dropout 0.2, Dense 10; cnn: Keras' simple MNIST\n"
+    "                  convnet on 28x28x1 images (Conv2D 32 3x3 relu, MaxPooling2D 2, Conv2D 64\n"
+    "                  3x3 relu, MaxPooling2D 2, Flatten, Dropout 0.5, Dense 10); cnn_bn: the same\n"
+    "                  with BatchNormalization after each convolution (before its relu)\n";
 
 long long parse_integer(const std::string& flag, const std::string& text, long long min) {
   char* end = nullptr;
@@ -88,8 +94,8 @@ Flags parse(int argc, char** argv) {
       f.collective = value;
     }
     if (flag == "--model") {
-      lockstep::require(value == "mlp" || value == "mlp_bn_dropout", "--model: '", value,
-                        "', expected mlp or mlp_bn_dropout");
+      lockstep::require(value == "mlp" || value == "mlp_bn_dropout" || value == "cnn" || value == "cnn_bn",
+                        "--model: '", value, "', expected mlp, mlp_bn_dropout, cnn or cnn_bn");
       f.model = value;
     }
     if (flag == "--epochs") f.epochs = static_cast<int>(parse_integer(flag, value, 0));
@@ -148,9 +154,33 @@ int train_model(const Flags& flags, Strategy strategy) {
   return 0;
 }
 
+// Keras' "simple MNIST convnet" (keras.io/examples/vision/mnist_convnet). The
+// data set's rows of 784 pixels are the 28x28x1 images, row by row.
+using Cnn = lockstep::Sequential<
+    lockstep::Input<28, 28, 1>, lockstep::Conv2D<32, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
+    lockstep::MaxPooling2D<2>, lockstep::Conv2D<64, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
+    lockstep::MaxPooling2D<2>, lockstep::Flatten, lockstep::Dropout<50>, lockstep::Dense<10>>;
+// The same with BatchNormalization after each convolution, which then has no
+// bias (BatchNormalization's beta takes its place), and the relu after it.
+template <int Filters>
+using ConvBeforeBn = lockstep::Conv2D<Filters, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Linear, false>;
+using CnnBn = lockstep::Sequential<lockstep::Input<28, 28, 1>, ConvBeforeBn<32>, lockstep::BatchNormalization<>,
+                                   lockstep::Relu, lockstep::MaxPooling2D<2>, ConvBeforeBn<64>,
+                                   lockstep::BatchNormalization<>, lockstep::Relu, lockstep::MaxPooling2D<2>,
+                                   lockstep::Flatten, lockstep::Dropout<50>, lockstep::Dense<10>>;
+
 template <class Strategy>
 int train(const Flags& flags, Strategy strategy) {
   using namespace lockstep;
+  if (flags.model == "cnn" || flags.model == "cnn_bn") {
+    // Only where the backend has convolutions (the CUDA backend needs cuDNN for them).
+    using Context = typename Trainer<Strategy, Adam>::executor_type::context_type;
+    if constexpr (supports_conv2d_v<Context>)
+      return flags.model == "cnn" ? train_model<Cnn>(flags, strategy) : train_model<CnnBn>(flags, strategy);
+    else
+      fail("--model ", flags.model, ": the ", Strategy::backend::kName,
+           " backend of this build has no convolutions; use --backend host");
+  }
   if (flags.model == "mlp_bn_dropout")
     return train_model<Sequential<Input<784>, Dense<256>, BatchNormalization<>, Relu, Dropout<20>, Dense<10>>>(
         flags, strategy);

@@ -43,10 +43,33 @@ lockstep_ensure_packages() {
     apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
+# Conan 2 from PyPI, for the packaging test of conanfile.py and test_package/
+# (ctest "packaging: conan create and test_package", skipped without it): in a
+# virtual environment in .conan/venv (ignored by git), installed once (about
+# 11 s here). A failed install only warns: that one test then reports skipped.
+# LOCKSTEP_SKIP_CONAN=1 leaves it out.
+lockstep_ensure_conan() {
+  local root venv
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  venv=$root/.conan/venv
+  if [[ ${LOCKSTEP_SKIP_CONAN:-0} == 1 || -x $venv/bin/conan ]]; then
+    return 0
+  fi
+  echo "installing Conan 2 from PyPI into .conan/venv"
+  local start=$SECONDS
+  if python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'conan>=2,<3'; then
+    echo "conan $("$venv/bin/conan" --version | awk '{print $NF}') installed in $((SECONDS - start)) s"
+  else
+    echo "warning: Conan could not be installed; the Conan packaging test will be skipped" >&2
+    rm -rf "$venv"
+  fi
+}
+
 # Steps 1 and 2 of both scripts: the packages, then `cmake --preset host`.
 lockstep_prepare_host_build() {
   echo "==> [1/4] packages"
   lockstep_ensure_packages
+  lockstep_ensure_conan
   echo "==> [2/4] configure (cmake --preset host)"
   cmake --preset host
 }
@@ -55,4 +78,5 @@ lockstep_prepare_host_build() {
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   set -euo pipefail
   lockstep_ensure_packages
+  lockstep_ensure_conan
 fi

@@ -22,21 +22,25 @@ std::vector<float> random_matrix(std::size_t n, std::uint64_t seed) {
 template <class Gemm>
 void check_gemm(Gemm gemm, bool ta, bool tb, int m, int n, int k, float beta) {
   const int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
-  const auto a = random_matrix(static_cast<std::size_t>(m) * k, 1);
-  const auto b = random_matrix(static_cast<std::size_t>(k) * n, 2);
-  auto c = random_matrix(static_cast<std::size_t>(m) * n, 3);
+  // The same shapes as indices for the reference.
+  const std::size_t um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
+                    uk = static_cast<std::size_t>(k), ulda = static_cast<std::size_t>(lda),
+                    uldb = static_cast<std::size_t>(ldb);
+  const auto a = random_matrix(um * uk, 1);
+  const auto b = random_matrix(uk * un, 2);
+  auto c = random_matrix(um * un, 3);
   const auto c0 = c;
   gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
   double worst = 0;
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
-      double ref = beta * double(c0[static_cast<std::size_t>(i) * n + j]);
-      for (int p = 0; p < k; ++p) {
-        const double av = ta ? a[static_cast<std::size_t>(p) * lda + i] : a[static_cast<std::size_t>(i) * lda + p];
-        const double bv = tb ? b[static_cast<std::size_t>(j) * ldb + p] : b[static_cast<std::size_t>(p) * ldb + j];
+  for (std::size_t i = 0; i < um; ++i)
+    for (std::size_t j = 0; j < un; ++j) {
+      double ref = beta * double(c0[i * un + j]);
+      for (std::size_t p = 0; p < uk; ++p) {
+        const double av = ta ? a[p * ulda + i] : a[i * ulda + p];
+        const double bv = tb ? b[j * uldb + p] : b[p * uldb + j];
         ref += 0.5 * av * bv;
       }
-      worst = std::max(worst, std::abs(ref - c[static_cast<std::size_t>(i) * n + j]));
+      worst = std::max(worst, std::abs(ref - c[i * un + j]));
     }
   CHECK(worst < 1e-4 * (1 + k / 64.0));  // float accumulation of k products of size <= 1
 }
@@ -89,12 +93,12 @@ TEST_CASE("gemm called on two threads at once, one GEMM thread each, gives the b
   std::vector<float> lone(static_cast<std::size_t>(m) * n);
   lockstep::host::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, lone.data(), n);
   std::vector<std::vector<float>> out(2, std::vector<float>(lone.size()));
-  auto work = [&](int t) {
+  auto work = [&](std::size_t t) {
     for (int rep = 0; rep < 20; ++rep)
       lockstep::host::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, out[t].data(), n);
   };
-  std::thread other(work, 1);
+  std::thread other(work, std::size_t{1});
   work(0);
   other.join();
-  for (int t = 0; t < 2; ++t) CHECK(std::memcmp(out[t].data(), lone.data(), lone.size() * sizeof(float)) == 0);
+  for (std::size_t t = 0; t < 2; ++t) CHECK(std::memcmp(out[t].data(), lone.data(), lone.size() * sizeof(float)) == 0);
 }

@@ -24,17 +24,17 @@ TEST_CASE("HostAllReduce sums and averages across 1..8 replicas") {
         CAPTURE(size);
         std::vector<std::vector<float>> data(static_cast<std::size_t>(n), std::vector<float>(size));
         std::vector<double> expected(size, 0.0);
-        for (int r = 0; r < n; ++r)
+        for (std::size_t r = 0; r < data.size(); ++r)
           for (std::size_t i = 0; i < size; ++i) {
-            data[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 0, i) - 0.5f;
+            data[r][i] = Philox4x32::uniform(r, 0, i) - 0.5f;
             expected[i] += data[r][i];
           }
         if (op == ReduceOp::kMean)
           for (auto& e : expected) e /= n;
-        pool.run([&](int r) { group.all_reduce(r, data[r].data(), size, op); });
+        pool.run([&](int r) { group.all_reduce(r, data[static_cast<std::size_t>(r)].data(), size, op); });
         double worst = 0;
         bool identical = true;
-        for (int r = 0; r < n; ++r)
+        for (std::size_t r = 0; r < data.size(); ++r)
           for (std::size_t i = 0; i < size; ++i) {
             worst = std::max(worst, std::abs(data[r][i] - expected[i]));
             identical = identical && data[r][i] == data[0][i];
@@ -57,15 +57,16 @@ TEST_CASE("all_reduce and reduce_to_root give the sum in replica order, bit for 
         CAPTURE(everywhere);
         std::vector<std::vector<float>> data(static_cast<std::size_t>(n), std::vector<float>(size));
         std::vector<float> expected(size, 0.0f);  // summed as the collective must: replica 0, 1, ...
-        for (int r = 0; r < n; ++r)
+        for (std::size_t r = 0; r < data.size(); ++r)
           for (std::size_t i = 0; i < size; ++i) {
-            data[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 2, i) - 0.5f;
+            data[r][i] = Philox4x32::uniform(r, 2, i) - 0.5f;
             expected[i] = r == 0 ? data[r][i] : expected[i] + data[r][i];
           }
         for (int call = 0; call < 2; ++call) {  // the second call sums the first call's results
           pool.run([&](int r) {
-            if (everywhere) group.all_reduce(r, data[r].data(), size);
-            else group.reduce_to_root(r, data[r].data(), size);
+            float* mine = data[static_cast<std::size_t>(r)].data();
+            if (everywhere) group.all_reduce(r, mine, size);
+            else group.reduce_to_root(r, mine, size);
           });
           if (call == 0 && !everywhere) break;  // other replicas hold partial sums: nothing to sum again
           if (call == 1)
@@ -75,7 +76,7 @@ TEST_CASE("all_reduce and reduce_to_root give the sum in replica order, bit for 
             }
         }
         bool exact = true;
-        for (int r = 0; r < (everywhere ? n : 1); ++r)
+        for (std::size_t r = 0; r < (everywhere ? data.size() : 1); ++r)
           for (std::size_t i = 0; i < size; ++i) exact = exact && data[r][i] == expected[i];
         CHECK(exact);
       }
@@ -99,9 +100,9 @@ void check_reduce_update(Apply apply) {
       std::vector<float> weights(params, 1.0f);  // one copy, shared by every replica
       std::vector<double> sum(count, 0.0);
       std::vector<float> exact(count, 0.0f);  // the float sum in replica order
-      for (int r = 0; r < n; ++r)
+      for (std::size_t r = 0; r < grads.size(); ++r)
         for (std::size_t i = 0; i < count; ++i) {
-          grads[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 1, i);
+          grads[r][i] = Philox4x32::uniform(r, 1, i);
           sum[i] += grads[r][i];
           exact[i] += grads[r][i];
         }
@@ -109,11 +110,11 @@ void check_reduce_update(Apply apply) {
       bool sums_exact = true;
       for (int step = 0; step < 2; ++step)  // the second step reuses the group and buffers
         pool.run([&](int r) {
+          std::vector<float>& mine = grads[static_cast<std::size_t>(r)];
           if (step == 1)  // this step's gradients are the first step's again
-            for (std::size_t i = 0; i < count; ++i)
-              grads[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 1, i);
+            for (std::size_t i = 0; i < count; ++i) mine[i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 1, i);
           bool exact_here = true;
-          group.reduce_update(r, grads[r].data(), count, params,
+          group.reduce_update(r, mine.data(), count, params,
                               apply([&](std::size_t first, std::size_t last, auto summed) {
                                 for (std::size_t i = first; i < last; ++i) {
                                   exact_here = exact_here && summed[i] == exact[i];

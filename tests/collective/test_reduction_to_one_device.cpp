@@ -28,9 +28,9 @@ TEST_CASE("ReductionToOneDevice<Host> sums and averages across 1..4 replicas in 
           std::vector<std::vector<float>> data(static_cast<std::size_t>(n), std::vector<float>(size));
           std::vector<double> expected(size, 0.0);
           std::vector<float> ordered(size, 0.0f);  // the float sum x_0 + x_1 + ... in that order
-          for (int r = 0; r < n; ++r)
+          for (std::size_t r = 0; r < data.size(); ++r)
             for (std::size_t i = 0; i < size; ++i) {
-              data[r][i] = Philox4x32::uniform(static_cast<std::uint64_t>(r), 3, i) - 0.5f;
+              data[r][i] = Philox4x32::uniform(r, 3, i) - 0.5f;
               expected[i] += data[r][i];
               ordered[i] = r == 0 ? data[r][i] : ordered[i] + data[r][i];
             }
@@ -40,15 +40,16 @@ TEST_CASE("ReductionToOneDevice<Host> sums and averages across 1..4 replicas in 
               for (auto& o : ordered) o *= 1.0f / static_cast<float>(n);
           }
           pool.run([&](int r) {
+            float* mine = data[static_cast<std::size_t>(r)].data();
             if (everywhere)
-              group.all_reduce(r, data[r].data(), size, op);
+              group.all_reduce(r, mine, size, op);
             else
-              group.reduce_to_root(r, data[r].data(), size, op);
+              group.reduce_to_root(r, mine, size, op);
           });
           double worst = 0;
           bool identical = true;
-          const int holders = everywhere ? n : 1;
-          for (int r = 0; r < holders; ++r)
+          const std::size_t holders = everywhere ? data.size() : 1;
+          for (std::size_t r = 0; r < holders; ++r)
             for (std::size_t i = 0; i < size; ++i) {
               worst = std::max(worst, std::abs(data[r][i] - expected[i]));
               identical = identical && std::memcmp(&data[r][i], &ordered[i], sizeof(float)) == 0;

@@ -66,7 +66,7 @@ void on_replicas(Group& group, const std::vector<int>& devices, const Job& job) 
     if (error) std::rethrow_exception(error);
 }
 
-float input(int replica, std::size_t i) { return Philox4x32::uniform(static_cast<std::uint64_t>(replica), 7, i) - 0.5f; }
+float input(std::size_t replica, std::size_t i) { return Philox4x32::uniform(replica, 7, i) - 0.5f; }
 
 // Each replica uploads its input, all-reduces it on its own stream and reads
 // the result back. `in_replica_order`: the collective adds x_0 + x_1 + ... in
@@ -79,19 +79,20 @@ void check_sum(const std::vector<int>& devices, bool in_replica_order) {
     CAPTURE(n);
     CAPTURE(count);
     std::vector<std::vector<float>> data(devices.size(), std::vector<float>(count));
-    for (int r = 0; r < n; ++r)
+    for (std::size_t r = 0; r < data.size(); ++r)
       for (std::size_t i = 0; i < count; ++i) data[r][i] = input(r, i);
     std::vector<std::vector<float>> result(devices.size(), std::vector<float>(count));
     on_replicas(group, devices, [&](int r) {
+      const auto ri = static_cast<std::size_t>(r);
       gpu::Stream stream;
       gpu::DeviceBuffer<float> buffer(count);
       // DeviceBuffer zero-fills with cudaMemset, on the legacy default stream,
       // which a non-blocking stream does not wait for: let it finish first.
       LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize());
-      if (count) LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(buffer.data(), data[r].data(), count * sizeof(float),
+      if (count) LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(buffer.data(), data[ri].data(), count * sizeof(float),
                                                      cudaMemcpyHostToDevice, stream));
       group.all_reduce(r, buffer.data(), count, stream);
-      if (count) LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(result[r].data(), buffer.data(), count * sizeof(float),
+      if (count) LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(result[ri].data(), buffer.data(), count * sizeof(float),
                                                      cudaMemcpyDeviceToHost, stream));
       stream.synchronize();
     });
@@ -103,12 +104,12 @@ void check_sum(const std::vector<int>& devices, bool in_replica_order) {
     for (std::size_t i = 0; i < count; ++i) {
       double exact = 0, magnitude = 0;
       float ordered = data[0][i];
-      for (int r = 0; r < n; ++r) {
+      for (std::size_t r = 0; r < data.size(); ++r) {
         exact += data[r][i];
         magnitude += std::abs(static_cast<double>(data[r][i]));
         if (r > 0) ordered += data[r][i];
       }
-      for (int r = 0; r < n; ++r) {
+      for (std::size_t r = 0; r < result.size(); ++r) {
         worst = std::max(worst, std::abs(result[r][i] - exact) / std::max(magnitude, 1e-30));
         identical = identical && std::memcmp(&result[r][i], &result[0][i], sizeof(float)) == 0;
       }
@@ -155,15 +156,15 @@ TEST_CASE("NcclAllReduce refuses a GPU given to two replicas") {
 
 TEST_CASE("NcclAllReduce called layer by layer equals one call, and replays from a CUDA graph") {
   const std::vector<int> devices = visible_gpus();
-  const int n = static_cast<int>(devices.size());
   NcclAllReduce::Group group(devices);
   // Small integers: every order of adding them is exact, so eager, partial
   // and captured calls must agree bit for bit whatever algorithm NCCL picks.
   const std::size_t count = 1000003, split = 4099;
   std::vector<std::vector<float>> eager(devices.size()), parts(devices.size()), replayed(devices.size());
   on_replicas(group, devices, [&](int r) {
+    const auto ri = static_cast<std::size_t>(r);
     std::vector<float> host(count);
-    for (std::size_t i = 0; i < count; ++i) host[i] = static_cast<float>(static_cast<int>((i * 7 + r) % 23) - 11);
+    for (std::size_t i = 0; i < count; ++i) host[i] = static_cast<float>(static_cast<int>((i * 7 + ri) % 23) - 11);
     gpu::Stream stream;
     gpu::DeviceBuffer<float> a(count), b(count), c(count);
     LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize());  // their zero-fill, on the legacy stream, is done
@@ -178,18 +179,18 @@ TEST_CASE("NcclAllReduce called layer by layer equals one call, and replays from
     graph.capture(stream, [&] { group.all_reduce(r, c.data(), count, stream); });
     graph.launch(stream);
     for (auto [out, buffer] : {std::pair{&eager, &a}, std::pair{&parts, &b}, std::pair{&replayed, &c}}) {
-      (*out)[r].resize(count);
-      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync((*out)[r].data(), buffer->data(), count * sizeof(float),
+      (*out)[ri].resize(count);
+      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync((*out)[ri].data(), buffer->data(), count * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream));
     }
     stream.synchronize();
   });
-  for (int r = 0; r < n; ++r) {
+  for (std::size_t r = 0; r < devices.size(); ++r) {
     CAPTURE(r);
     bool exact = true;
     for (std::size_t i = 0; i < count; ++i) {
       float sum = 0;
-      for (int q = 0; q < n; ++q) sum += static_cast<float>(static_cast<int>((i * 7 + q) % 23) - 11);
+      for (std::size_t q = 0; q < devices.size(); ++q) sum += static_cast<float>(static_cast<int>((i * 7 + q) % 23) - 11);
       exact = exact && eager[r][i] == sum;
     }
     CHECK(exact);

@@ -291,13 +291,19 @@ TEST_CASE("SquaredErrorRow on the device equals the host loop, with and without 
 
 namespace {
 
+// Row-major offsets and sizes from the int shapes that the GEMM takes.
+std::size_t at(int row, int ld, int col) {
+  return static_cast<std::size_t>(row) * static_cast<std::size_t>(ld) + static_cast<std::size_t>(col);
+}
+std::size_t elems(int rows, int cols) { return at(rows, cols, 0); }
+
 // The row-major matrix `rows` x `cols` with row stride ld, its padding filled
 // with a sentinel so that writes outside the matrix show.
 constexpr float kSentinel = 12345.0f;
 std::vector<float> padded(int rows, int cols, int ld, unsigned seed) {
-  auto v = uniform(static_cast<std::size_t>(rows) * ld, -1.0f, 1.0f, seed);
+  auto v = uniform(elems(rows, ld), -1.0f, 1.0f, seed);
   for (int r = 0; r < rows; ++r)
-    for (int c = cols; c < ld; ++c) v[static_cast<std::size_t>(r) * ld + c] = kSentinel;
+    for (int c = cols; c < ld; ++c) v[at(r, ld, c)] = kSentinel;
   return v;
 }
 
@@ -329,15 +335,15 @@ void check_gemm(gpu::Context& ctx, bool ta, bool tb, int m, int n, int k, float 
   std::size_t padding_changed = 0;
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
-      double s = std::abs(double(beta) * c0[static_cast<std::size_t>(i) * ldc + j]);
+      double s = std::abs(double(beta) * c0[at(i, ldc, j)]);
       for (int p = 0; p < k; ++p) {
-        const float av = ta ? a[static_cast<std::size_t>(p) * lda + i] : a[static_cast<std::size_t>(i) * lda + p];
-        const float bv = tb ? b[static_cast<std::size_t>(j) * ldb + p] : b[static_cast<std::size_t>(p) * ldb + j];
+        const float av = ta ? a[at(p, lda, i)] : a[at(i, lda, p)];
+        const float bv = tb ? b[at(j, ldb, p)] : b[at(p, ldb, j)];
         s += std::abs(double(alpha) * av * bv);
       }
-      floor[static_cast<std::size_t>(i) * ldc + j] = std::max(s, 1e-30);
+      floor[at(i, ldc, j)] = std::max(s, 1e-30);
     }
-    for (int j = n; j < ldc; ++j) padding_changed += got[static_cast<std::size_t>(i) * ldc + j] != kSentinel;
+    for (int j = n; j < ldc; ++j) padding_changed += got[at(i, ldc, j)] != kSentinel;
   }
   CHECK(worst_relative(got, want, floor) <= tolerance);
   CHECK(padding_changed == 0);  // exact: C's padding is never written
@@ -347,13 +353,13 @@ void check_gemm(gpu::Context& ctx, bool ta, bool tb, int m, int n, int k, float 
 // Linear and Relu are 1-Lipschitz and Sigmoid 1/4, so the bound carries over.
 std::vector<double> affine_scale(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
                                  int rows, int in, int out) {
-  std::vector<double> s(static_cast<std::size_t>(rows) * out);
+  std::vector<double> s(elems(rows, out));
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < out; ++j) {
-      double sum = std::abs(double(b[j]));
+      double sum = std::abs(double(b[static_cast<std::size_t>(j)]));
       for (int p = 0; p < in; ++p)
-        sum += std::abs(double(x[static_cast<std::size_t>(r) * in + p]) * w[static_cast<std::size_t>(p) * out + j]);
-      s[static_cast<std::size_t>(r) * out + j] = std::max(sum, 1.0);
+        sum += std::abs(double(x[at(r, in, p)]) * w[at(p, out, j)]);
+      s[at(r, out, j)] = std::max(sum, 1.0);
     }
   return s;
 }
@@ -376,10 +382,10 @@ void check_affine(gpu::Context& ctx, int rows, int in, int out, Placement placem
   CAPTURE(in);
   CAPTURE(out);
   CAPTURE(static_cast<int>(placement));
-  const auto x = uniform(static_cast<std::size_t>(rows) * in, -1.0f, 1.0f, seed);
-  const auto w = uniform(static_cast<std::size_t>(in) * out, -0.5f, 0.5f, seed + 1);
+  const auto x = uniform(elems(rows, in), -1.0f, 1.0f, seed);
+  const auto w = uniform(elems(in, out), -0.5f, 0.5f, seed + 1);
   const auto b = uniform(static_cast<std::size_t>(out), -0.5f, 0.5f, seed + 2);
-  std::vector<float> want(static_cast<std::size_t>(rows) * out);
+  std::vector<float> want(elems(rows, out));
   host::Context host_ctx;
   host_ctx.affine<Act, float>(x.data(), w.data(), b.data(), want.data(), rows, in, out);
 

@@ -257,9 +257,9 @@ TEST_CASE("load_fashion_mnist prefers .gz - falls back to uncompressed - and che
 }
 
 TEST_CASE("real Fashion-MNIST loads with the published shape" *
-          doctest::skip(!fs::exists(lockstep::kDebianFashionMnistDir))) {
-  const lockstep::Dataset train = lockstep::load_fashion_mnist(lockstep::kDebianFashionMnistDir, "train");
-  const lockstep::Dataset test = lockstep::load_fashion_mnist(lockstep::kDebianFashionMnistDir, "test");
+          doctest::skip(!fs::exists(lockstep::fashion_mnist_dir()))) {
+  const lockstep::Dataset train = lockstep::load_fashion_mnist(lockstep::fashion_mnist_dir(), "train");
+  const lockstep::Dataset test = lockstep::load_fashion_mnist(lockstep::fashion_mnist_dir(), "test");
   CHECK(train.size() == 60000);
   CHECK(test.size() == 10000);
   CHECK(train.feature_count() == 784);

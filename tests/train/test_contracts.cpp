@@ -99,7 +99,7 @@ namespace {
 // of their slices' mean and (biased) variance, Keras' momentum 0.99.
 std::vector<double> per_replica_moving_stats(const std::vector<float>& params, const Dataset& data,
                                              std::size_t count, int replicas) {
-  constexpr int kIn = 6, kUnits = 5;
+  constexpr std::size_t kIn = 6, kUnits = 5;
   const double momentum = 0.99;
   std::vector<double> mean_sum(kUnits, 0.0), var_sum(kUnits, 0.0);
   int with_rows = 0;
@@ -108,11 +108,11 @@ std::vector<double> per_replica_moving_stats(const std::vector<float>& params, c
     if (hi == lo) continue;
     ++with_rows;
     const double rows = static_cast<double>(hi - lo);
-    for (int u = 0; u < kUnits; ++u) {
+    for (std::size_t u = 0; u < kUnits; ++u) {
       std::vector<double> z;
       for (std::size_t s = lo; s < hi; ++s) {
         double v = params[kIn * kUnits + u];  // bias
-        for (int i = 0; i < kIn; ++i) v += static_cast<double>(data.features(s)[i]) * params[i * kUnits + u];
+        for (std::size_t i = 0; i < kIn; ++i) v += static_cast<double>(data.features(s)[i]) * params[i * kUnits + u];
         z.push_back(v);
       }
       double m = 0;
@@ -120,8 +120,8 @@ std::vector<double> per_replica_moving_stats(const std::vector<float>& params, c
       m /= rows;
       double q = 0;
       for (double v : z) q += (v - m) * (v - m);
-      mean_sum[static_cast<std::size_t>(u)] += m;
-      var_sum[static_cast<std::size_t>(u)] += q / rows;
+      mean_sum[u] += m;
+      var_sum[u] += q / rows;
     }
   }
   std::vector<double> out(2 * kUnits);

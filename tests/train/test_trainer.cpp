@@ -78,16 +78,18 @@ TEST_CASE("fit learns - records History and runs callbacks") {
   const auto probs = trainer.predict(probs_model, val);
   double correct = 0;
   for (std::size_t s = 0; s < val.size(); ++s) {
+    const auto* row_logits = logits.data() + s * 4;
+    const auto* row_probs = probs.data() + s * 4;
     double sum = 0;
     int best = 0;
     for (int j = 0; j < 4; ++j) {
-      sum += probs[s * 4 + j];
-      if (logits[s * 4 + j] > logits[s * 4 + best]) best = j;
+      sum += row_probs[j];
+      if (row_logits[j] > row_logits[best]) best = j;
     }
     CHECK(sum == doctest::Approx(1.0));
     correct += best == val.label(s);
   }
-  CHECK(correct / val.size() == doctest::Approx(logs["accuracy"]));
+  CHECK(correct / static_cast<double>(val.size()) == doctest::Approx(logs["accuracy"]));
 }
 
 TEST_CASE("a callback returning true from on_epoch_end stops training") {

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -40,6 +41,14 @@ namespace lockstep {
 
 // Where Debian's fashion-mnist data package installs the four files.
 inline constexpr const char* kDebianFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// The folder the example and the tests read Fashion-MNIST from by default:
+// $FASHION_MNIST_DIR where it is set and not empty (scripts/gpu-check.sh reads
+// the same variable), else Debian's folder, so that other systems need no rebuild.
+inline std::string fashion_mnist_dir() {
+  const char* dir = std::getenv("FASHION_MNIST_DIR");
+  return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(kDebianFashionMnistDir);
+}
 
 // An IDX tensor: its dimensions (outermost first) and its bytes, row-major.
 struct IdxArray {

@@ -41,7 +41,7 @@ struct ChannelSums {
   const T* x;
   T* sums;
   std::size_t outer;
-  int channels;
+  std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
     double s = 0;
     for (std::size_t o = 0; o < outer; ++o) s += x[o * channels + c];
@@ -57,7 +57,7 @@ struct ChannelCentred {
   T* mean;
   T* centred;
   std::size_t outer;
-  int channels;
+  std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
     const double count = static_cast<double>(sums[channels]);
     const double m = count > 0 ? static_cast<double>(sums[c]) / count : 0.0;
@@ -79,7 +79,7 @@ struct ChannelMoments {
   T* var;
   T* shares;  // [C means][C variances][1 replica count]
   std::size_t outer;
-  int channels;
+  std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
     double s = 0;
     for (std::size_t o = 0; o < outer; ++o) s += x[o * channels + c];
@@ -128,9 +128,9 @@ struct Normalize {
   const T* inv_std;
   const T* gamma;
   const T* beta;
-  int channels;
+  std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::size_t c = i % static_cast<std::size_t>(channels);
+    const std::size_t c = i % channels;
     y[i] = gamma[c] * ((x[i] - mean[c]) * inv_std[c]) + beta[c];
   }
 };
@@ -159,7 +159,7 @@ struct ChannelGradSums {
   T* dbeta;
   T* sums;  // [C dbeta][C dgamma]
   std::size_t outer;
-  int channels;
+  std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
     double db = 0, dg = 0;
     for (std::size_t o = 0; o < outer; ++o) {
@@ -186,9 +186,9 @@ struct NormalizeBackward {
   const T* gamma;
   const T* sums;   // [C sum dy][C sum dy xhat]
   const T* count;  // one value: N
-  int channels;
+  std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::size_t c = i % static_cast<std::size_t>(channels);
+    const std::size_t c = i % channels;
     const T n = *count;
     const T xhat = (x[i] - mean[c]) * inv_std[c];
     dx[i] = gamma[c] * inv_std[c] / n * (n * dy[i] - sums[c] - xhat * sums[channels + c]);
@@ -265,11 +265,11 @@ struct BatchNormalization {
       } else if constexpr (Synchronized) {
         // The global mean, then the global sum of squared deviations from it:
         // two small sums over replicas, exact where the one-pass formula cancels.
-        ctx.for_each_index(C, kernels::ChannelSums<T>{x, sums, outer, kChannels});
+        ctx.for_each_index(C, kernels::ChannelSums<T>{x, sums, outer, C});
         pass.sum(sums, C + 1);
         ctx.copy(count, sums + C, 1);
         T* centred = sums + C + 1;  // C values after the count
-        ctx.for_each_index(C, kernels::ChannelCentred<T>{x, sums, mean, centred, outer, kChannels});
+        ctx.for_each_index(C, kernels::ChannelCentred<T>{x, sums, mean, centred, outer, C});
         pass.sum(centred, C);
         // var = centred / N, kept in `sums` (its C sums are no longer needed); every replica agrees.
         ctx.for_each_index(C, DivideBy<T>{centred, count, sums});
@@ -277,14 +277,14 @@ struct BatchNormalization {
                                                         moving_var, Hyper::kMomentum, Hyper::kEpsilon});
       } else {
         // shares: [C means][C variances][replicas with rows], summed over replicas.
-        ctx.for_each_index(C, kernels::ChannelMoments<T>{x, mean, inv_std, sums, outer, kChannels});
+        ctx.for_each_index(C, kernels::ChannelMoments<T>{x, mean, inv_std, sums, outer, C});
         pass.sum(sums, 2 * C + 1);
         // inv_std holds this slice's variance until ChannelFinish turns it into 1 / sqrt(var + eps).
         ctx.for_each_index(C, kernels::ChannelFinish<T>{inv_std, inv_std, sums, sums + C, sums + 2 * C, moving_mean,
                                                         moving_var, Hyper::kMomentum, Hyper::kEpsilon});
         ctx.for_each_index(1, SetCount<T>{count, static_cast<T>(outer)});
       }
-      ctx.for_each_index(outer * C, kernels::Normalize<T>{x, y, mean, inv_std, gamma, beta, kChannels});
+      ctx.for_each_index(outer * C, kernels::Normalize<T>{x, y, mean, inv_std, gamma, beta, C});
     }
 
     template <class Ctx, class P, class T>
@@ -296,12 +296,11 @@ struct BatchNormalization {
       T* inv_std = mean + C;
       T* sums = inv_std + C;
       T* count = sums + 2 * C + 1;
-      ctx.for_each_index(C, kernels::ChannelGradSums<T>{x, dy, mean, inv_std, dparams, dparams + C, sums, outer,
-                                                        kChannels});
+      ctx.for_each_index(C, kernels::ChannelGradSums<T>{x, dy, mean, inv_std, dparams, dparams + C, sums, outer, C});
       if (!dx) return;
       if constexpr (Synchronized) pass.sum(sums, 2 * C);
       ctx.for_each_index(outer * C,
-                         kernels::NormalizeBackward<T>{x, dy, dx, mean, inv_std, gamma, sums, count, kChannels});
+                         kernels::NormalizeBackward<T>{x, dy, dx, mean, inv_std, gamma, sums, count, C});
     }
 
    private:

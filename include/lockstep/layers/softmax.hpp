@@ -39,9 +39,12 @@ struct SoftmaxBackwardRow {
   int width;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t row) const {
     const std::size_t o = row * static_cast<std::size_t>(width);
+    const T* yr = y + o;
+    const T* dyr = dy + o;
+    T* dxr = dx + o;
     T dot = 0;
-    for (int j = 0; j < width; ++j) dot += dy[o + j] * y[o + j];
-    for (int j = 0; j < width; ++j) dx[o + j] = y[o + j] * (dy[o + j] - dot);
+    for (int j = 0; j < width; ++j) dot += dyr[j] * yr[j];
+    for (int j = 0; j < width; ++j) dxr[j] = yr[j] * (dyr[j] - dot);
   }
 };
 }  // namespace kernels

@@ -19,12 +19,14 @@ struct SquaredErrorRow {
   int width;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t row) const {
     const std::size_t o = row * static_cast<std::size_t>(width);
+    const T* yr = y + o;
+    const float* tr = target + o;
     const T inv_width = T(1) / static_cast<T>(width);
     T sum = 0;
     for (int j = 0; j < width; ++j) {
-      const T d = y[o + j] - static_cast<T>(target[o + j]);
+      const T d = yr[j] - static_cast<T>(tr[j]);
       sum += d * d;
-      if (grad) grad[o + j] = T(2) * d * inv_width * scale;
+      if (grad) grad[o + static_cast<std::size_t>(j)] = T(2) * d * inv_width * scale;
     }
     loss[row] = sum * inv_width;
   }

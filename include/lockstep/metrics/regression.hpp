@@ -21,10 +21,11 @@ struct AbsoluteErrorRow {
   T* out;
   int width;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t row) const {
-    const std::size_t o = row * static_cast<std::size_t>(width);
+    const T* yr = y + row * static_cast<std::size_t>(width);
+    const float* tr = target + row * static_cast<std::size_t>(width);
     T sum = 0;
     for (int j = 0; j < width; ++j) {
-      const T d = y[o + j] - static_cast<T>(target[o + j]);
+      const T d = yr[j] - static_cast<T>(tr[j]);
       sum += d < T(0) ? -d : d;
     }
     out[row] = sum / static_cast<T>(width);

@@ -62,16 +62,25 @@ struct bind_chain<In, L, Rest...> {
 };
 
 // GEMM FLOPs per sample that training performs in one bound layer with
-// weights (Dense): 2 per weight forward, 2 for the weight gradient and, except
-// in the first layer (no gradient is needed for the input), 2 for the input
+// weights: 2 per multiply-add forward (a Dense weight, kWeights; a
+// convolution's kMacsPerSample), 2 for the weight gradient and, except in the
+// first layer (no gradient is needed for the input), 2 for the input
 // gradient. Element-wise work is not counted.
-template <class B, bool First, class = void>
-struct layer_flops {
-  static constexpr double value = 0.0;
-};
+template <class B>
+using macs_probe = decltype(B::kMacsPerSample);
+template <class B>
+using weights_probe = decltype(B::kWeights);
 template <class B, bool First>
-struct layer_flops<B, First, std::void_t<decltype(B::kWeights)>> {
-  static constexpr double value = (First ? 4.0 : 6.0) * static_cast<double>(B::kWeights);
+struct layer_flops {
+  static constexpr double macs() {
+    if constexpr (is_detected<macs_probe, B>)
+      return static_cast<double>(B::kMacsPerSample);
+    else if constexpr (is_detected<weights_probe, B>)
+      return static_cast<double>(B::kWeights);
+    else
+      return 0.0;
+  }
+  static constexpr double value = (First ? 4.0 : 6.0) * macs();
 };
 
 // Nothing to do when a layer's gradient is ready (the default hook of backward).
@@ -133,11 +142,13 @@ class Sequential {
   // A fingerprint of the layer widths and parameter layout (FNV-1a), which
   // the processes of a multi-worker job compare at start-up.
   static constexpr std::uint64_t kLayoutHash = [] {
-    std::uint64_t h = 14695981039346656037ull;
-    for (int w : kWidths) h = (h ^ static_cast<std::uint64_t>(w)) * 1099511628211ull;
-    for (std::size_t o : kOffsets) h = (h ^ static_cast<std::uint64_t>(o)) * 1099511628211ull;
-    for (std::size_t o : kStateOffsets) h = (h ^ static_cast<std::uint64_t>(o)) * 1099511628211ull;
-    for (int d : input_shape::kDims) h = (h ^ static_cast<std::uint64_t>(d)) * 1099511628211ull;
+    // Typed constants: g++ 12 misreads (h ^ uint64_t(int)) * 1...ull as a sign change.
+    constexpr std::uint64_t kBasis = 14695981039346656037u, kPrime = 1099511628211u;
+    std::uint64_t h = kBasis;
+    for (int w : kWidths) h = (h ^ static_cast<std::uint64_t>(w)) * kPrime;
+    for (std::size_t o : kOffsets) h = (h ^ static_cast<std::uint64_t>(o)) * kPrime;
+    for (std::size_t o : kStateOffsets) h = (h ^ static_cast<std::uint64_t>(o)) * kPrime;
+    for (int d : input_shape::kDims) h = (h ^ static_cast<std::uint64_t>(d)) * kPrime;
     return h;
   }();
   static constexpr int kMaxWidth = [] {
@@ -225,7 +236,7 @@ class Sequential {
     using context = Ctx;
     explicit BasicWorkspace(int capacity = 0) : capacity_(capacity) {
       const std::size_t rows = static_cast<std::size_t>(capacity);
-      for (std::size_t i = 0; i < kLayers; ++i) acts_[i].resize(rows * kWidths[i + 1]);
+      for (std::size_t i = 0; i < kLayers; ++i) acts_[i].resize(rows * static_cast<std::size_t>(kWidths[i + 1]));
       grads_[0].resize(rows * kMaxWidth);
       grads_[1].resize(rows * kMaxWidth);
       const std::array<std::size_t, kLayers + 1> at = scratch_offsets(rows, indices{});
@@ -237,7 +248,7 @@ class Sequential {
     T* output() { return acts_[kLayers - 1].data(); }
     // Where the loss writes dLoss/doutput (rows, kOutputs) before backward.
     T* output_grad() { return grads_[0].data(); }
-    T* grad(int which) { return grads_[which].data(); }
+    T* grad(int which) { return grads_[static_cast<std::size_t>(which)].data(); }
     T* scratch(std::size_t layer) { return scratch_.data() + scratch_at_[layer]; }
 
    private:

@@ -20,7 +20,8 @@
 namespace lockstep {
 
 namespace detail {
-// Keras' class name from its layer name: batch_normalization -> BatchNormalization.
+// Keras' class name from its layer name: batch_normalization -> BatchNormalization,
+// conv2d -> Conv2D (a letter after a digit is upper case too).
 inline std::string class_name(const std::string& name) {
   std::string out;
   bool upper = true;
@@ -30,7 +31,7 @@ inline std::string class_name(const std::string& name) {
       continue;
     }
     out.push_back(upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c);
-    upper = false;
+    upper = std::isdigit(static_cast<unsigned char>(c)) != 0;
   }
   return out;
 }

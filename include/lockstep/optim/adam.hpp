@@ -52,15 +52,16 @@ struct Adam {
   float epsilon;
   float weight_decay = 0.0f;  // Keras' decoupled weight decay (AdamW's default: 0.004)
 
-  explicit Adam(double learning_rate = 1e-3, double beta_1 = 0.9, double beta_2 = 0.999, double epsilon = 1e-7)
-      : learning_rate(static_cast<float>(learning_rate)),
-        beta_1(static_cast<float>(beta_1)),
-        beta_2(static_cast<float>(beta_2)),
-        epsilon(static_cast<float>(epsilon)) {
-    require(learning_rate > 0, "Adam: learning rate ", learning_rate, ", expected > 0");
-    require(beta_1 >= 0 && beta_1 < 1, "Adam: beta_1 ", beta_1, ", expected in [0, 1)");
-    require(beta_2 >= 0 && beta_2 < 1, "Adam: beta_2 ", beta_2, ", expected in [0, 1)");
-    require(epsilon > 0, "Adam: epsilon ", epsilon, ", expected > 0");
+  // The parameters are checked as given (double), then kept as float.
+  explicit Adam(double lr = 1e-3, double b1 = 0.9, double b2 = 0.999, double eps = 1e-7)
+      : learning_rate(static_cast<float>(lr)),
+        beta_1(static_cast<float>(b1)),
+        beta_2(static_cast<float>(b2)),
+        epsilon(static_cast<float>(eps)) {
+    require(lr > 0, "Adam: learning rate ", lr, ", expected > 0");
+    require(b1 >= 0 && b1 < 1, "Adam: beta_1 ", b1, ", expected in [0, 1)");
+    require(b2 >= 0 && b2 < 1, "Adam: beta_2 ", b2, ", expected in [0, 1)");
+    require(eps > 0, "Adam: epsilon ", eps, ", expected > 0");
   }
 
   // The step size of update t (1-based), bias correction folded in. Computed
@@ -115,11 +116,10 @@ class Adam::State {
 // 1e-3, weight_decay 0.004): each step first shrinks every variable by
 // weight_decay * lr, then applies Adam's update.
 struct AdamW : Adam {
-  explicit AdamW(double learning_rate = 1e-3, double weight_decay = 0.004, double beta_1 = 0.9,
-                 double beta_2 = 0.999, double epsilon = 1e-7)
-      : Adam(learning_rate, beta_1, beta_2, epsilon) {
-    require(weight_decay >= 0 && weight_decay < 1, "AdamW: weight_decay ", weight_decay, ", expected in [0, 1)");
-    this->weight_decay = static_cast<float>(weight_decay);
+  explicit AdamW(double lr = 1e-3, double decay = 0.004, double b1 = 0.9, double b2 = 0.999, double eps = 1e-7)
+      : Adam(lr, b1, b2, eps) {
+    require(decay >= 0 && decay < 1, "AdamW: weight_decay ", decay, ", expected in [0, 1)");
+    weight_decay = static_cast<float>(decay);
   }
   template <class Ctx>
   using State = Adam::State<Ctx>;

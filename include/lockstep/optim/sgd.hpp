@@ -46,10 +46,10 @@ struct Sgd {
   float momentum;
   bool nesterov;
 
-  explicit Sgd(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false)
-      : learning_rate(static_cast<float>(learning_rate)), momentum(static_cast<float>(momentum)), nesterov(nesterov) {
-    require(learning_rate > 0, "Sgd: learning rate ", learning_rate, ", expected > 0");
-    require(momentum >= 0 && momentum < 1, "Sgd: momentum ", momentum, ", expected in [0, 1)");
+  explicit Sgd(double lr = 0.01, double mom = 0.0, bool use_nesterov = false)
+      : learning_rate(static_cast<float>(lr)), momentum(static_cast<float>(mom)), nesterov(use_nesterov) {
+    require(lr > 0, "Sgd: learning rate ", lr, ", expected > 0");
+    require(mom >= 0 && mom < 1, "Sgd: momentum ", mom, ", expected in [0, 1)");
   }
 
   template <class Ctx>

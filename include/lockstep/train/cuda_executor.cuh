@@ -211,12 +211,13 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     on_replicas([&](int r) {
       gpu::Context& c = ctx(r).compute;
       Inference<Model> inf(capacity, params != nullptr);
-      const float* p = params ? inf.upload(c, params, state) : current<Model>().replicas[r]->params.data();
-      float* s = params ? inf.state.data() : current<Model>().replicas[r]->state.data();
+      const std::size_t ri = static_cast<std::size_t>(r);
+      const float* p = params ? inf.upload(c, params, state) : current<Model>().replicas[ri]->params.data();
+      float* s = params ? inf.state.data() : current<Model>().replicas[ri]->state.data();
       gpu::DeviceBuffer<label_type> labels(capacity * data.label_width());
       gpu::DeviceBuffer<float> row_stats(capacity * kStats), stats(kStats);
       gpu::PinnedBuffer<float> host_stats(kStats);
-      double* mine = sums.data() + static_cast<std::size_t>(r) * kStats;
+      double* mine = sums.data() + ri * kStats;
       Loader::for_each_slice(data.size(), batch_size, base + r, total, [&](std::size_t first, int rows) {
         if (rows == 0) return;
         const std::size_t count = static_cast<std::size_t>(rows);
@@ -324,7 +325,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     std::array<gpu::PinnedBuffer<label_type>, 2> pinned_labels;
     gpu::PinnedBuffer<float> stats;  // the reduced sums, read by the trainer's loop
     gpu::PinnedBuffer<std::uint64_t> key;  // the step's random key, read by kernels when they run
-    int parity = 0;
+    std::size_t parity = 0;  // which of the two pinned_* buffers is this step's
     bool prefetched = false;  // this step's slice is gathered and its copy to *_staged enqueued
     gpu::Event staged;        // copy stream: the slice is in x_staged / labels_staged
     gpu::Event stage_read;    // compute stream: the step has moved it to x / labels

@@ -165,8 +165,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       typename Model::Workspace ws(static_cast<int>(capacity));
       host::AlignedBuffer<float> row_stats(capacity * kStats), own_state(Model::kState);
       const float* p = params ? params : variables_of(current<Model>(), r);
-      float* s = inference_state<Model>(own_state, params ? state : current<Model>().replicas[r]->state.data());
-      double* mine = sums.data() + static_cast<std::size_t>(r) * kStats;
+      const std::size_t ri = static_cast<std::size_t>(r);
+      float* s = inference_state<Model>(own_state, params ? state : current<Model>().replicas[ri]->state.data());
+      double* mine = sums.data() + ri * kStats;
       Loader::for_each_slice(data.size(), batch_size, base + r, total, [&](std::size_t first, int rows) {
         const float* out = Model::forward(ctx, Pass{}, p, s, data.features(first), rows, ws);
         float stats[kStats] = {};

@@ -5,6 +5,11 @@
 // run on both backends. Every call only enqueues work on the context's stream
 // and returns; synchronize() waits for it. Calls need the context's device to
 // be current on the calling thread (replica threads make it current once).
+// Convolutions run through cuDNN (backend/cuda/conv.cuh) in builds that found
+// it (LOCKSTEP_HAVE_CUDNN); without it the context has no conv2d members, so
+// lockstep::supports_conv2d_v<gpu::Context> is false and a Conv2D model on
+// GPUs stops at compile time with a sentence (layers/window.hpp). Pooling is
+// lockstep's own kernels (backend/cuda/pool.cuh), in every build.
 #pragma once
 
 #include <cstddef>
@@ -17,9 +22,14 @@
 #include "lockstep/backend/cuda/check.cuh"
 #include "lockstep/backend/cuda/device.cuh"
 #include "lockstep/backend/cuda/launch.cuh"
+#include "lockstep/backend/cuda/pool.cuh"
 #include "lockstep/backend/cuda/stream.cuh"
 #include "lockstep/core/config.hpp"
 #include "lockstep/ops/activations.hpp"
+#include "lockstep/ops/window2d.hpp"
+#if defined(LOCKSTEP_HAVE_CUDNN)
+#include "lockstep/backend/cuda/conv.cuh"
+#endif
 
 namespace lockstep::kernels {
 
@@ -110,8 +120,14 @@ class Context {
   cudaStream_t stream() const { return stream_.get(); }
   cudaStream_t queue() const { return stream_.get(); }
   Blas& blas() { return blas_; }
-  // TF32 tensor cores for gemm and affine (see Blas::set_tf32); off by default.
-  void set_tf32(bool on) { blas_.set_tf32(on); }
+  // TF32 tensor cores for gemm and affine (see Blas::set_tf32), and for the
+  // convolutions planned from now on; off by default.
+  void set_tf32(bool on) {
+    blas_.set_tf32(on);
+#if defined(LOCKSTEP_HAVE_CUDNN)
+    conv_.options().tf32 = on;
+#endif
+  }
   // Waits until everything enqueued so far has run; reports its errors.
   void synchronize() { stream_.synchronize(); }
 
@@ -133,6 +149,59 @@ class Context {
                   "gpu::Context::affine: the CUDA backend computes in float only (double, used by the gradient "
                   "checks, runs on host::Context)");
     if constexpr (std::is_same_v<T, float>) blas_.affine<Act>(x, w, b, y, rows, in, out);
+  }
+
+  // Convolution and pooling over NHWC samples: the members of host::Context
+  // of the same names (the backend contract; see backend/host/context.hpp).
+#if defined(LOCKSTEP_HAVE_CUDNN)
+  // y = Act(conv(x, kernel) + bias), Keras' kernel (KH, KW, Cin, Cout); bias
+  // may be null. The first call of a shape (geometry, rows) plans it (cuDNN's
+  // algorithms, workspace) and must not be captured; later ones can be.
+  template <class Act, class T>
+  void conv2d_forward(const Window2D& g, const T* x, const T* kernel, const T* bias, T* y, int rows) {
+    static_assert(std::is_same_v<T, float>,
+                  "gpu::Context::conv2d_forward: the CUDA backend computes in float only (double, used by the "
+                  "gradient checks, runs on host::Context)");
+    if constexpr (std::is_same_v<T, float>) conv_.forward<Act>(g, x, kernel, bias, y, rows);
+  }
+  // Given dy = dLoss/d(conv + bias), writes all of dkernel, dbias unless
+  // null and dx unless null (the first layer needs no input gradient).
+  template <class T>
+  void conv2d_backward(const Window2D& g, const T* x, const T* kernel, const T* dy, T* dx, T* dkernel, T* dbias,
+                       int rows) {
+    static_assert(std::is_same_v<T, float>,
+                  "gpu::Context::conv2d_backward: the CUDA backend computes in float only (double, used by the "
+                  "gradient checks, runs on host::Context)");
+    // Under Linear nothing is written to dy.
+    if constexpr (std::is_same_v<T, float>)
+      conv_.backward<Linear>(g, x, nullptr, kernel, const_cast<float*>(dy), dx, dkernel, dbias, rows);
+  }
+  // The optional member Conv2D detects: the same after forward gave
+  // y = Act(conv + bias), from dy = dLoss/dy, which it overwrites with Act's
+  // derivative applied, in the pass that also starts the bias gradient.
+  template <class Act, class T>
+  void conv2d_activation_backward(const Window2D& g, const T* x, const T* y, const T* kernel, T* dy, T* dx,
+                                  T* dkernel, T* dbias, int rows) {
+    static_assert(std::is_same_v<T, float>,
+                  "gpu::Context::conv2d_activation_backward: the CUDA backend computes in float only (double, used "
+                  "by the gradient checks, runs on host::Context)");
+    if constexpr (std::is_same_v<T, float>) conv_.backward<Act>(g, x, y, kernel, dy, dx, dkernel, dbias, rows);
+  }
+  // How the convolutions choose their algorithms (timed or heuristic,
+  // deterministic only); applies to shapes first seen after a change.
+  ConvOptions& conv_options() { return conv_.options(); }
+  const Convolutions& convolutions() const { return conv_; }
+#endif
+  // y(rows, OH, OW, C) = the max or mean of each window of x (Same padding's
+  // positions left out of a mean's count, as TensorFlow does).
+  template <class T>
+  void pool2d_forward(PoolKind kind, const Window2D& g, const T* x, T* y, int rows) {
+    gpu::pool2d_forward(stream_.get(), kind, g, x, y, rows);
+  }
+  // dx from dy, x and y (max: to the first position holding the maximum).
+  template <class T>
+  void pool2d_backward(PoolKind kind, const Window2D& g, const T* x, const T* y, const T* dy, T* dx, int rows) {
+    gpu::pool2d_backward(stream_.get(), kind, g, x, y, dy, dx, rows);
   }
 
   // out(cols) = the sum over rows of m(rows, cols): a bias gradient.
@@ -207,11 +276,19 @@ class Context {
   }
   // The guard keeps `device` current while the members are built (the
   // temporary lives until this constructor returns), then restores the caller's.
-  Context(int device, const DeviceGuard&) : device_(device) { blas_.set_stream(stream_.get()); }
+  Context(int device, const DeviceGuard&) : device_(device) {
+    blas_.set_stream(stream_.get());
+#if defined(LOCKSTEP_HAVE_CUDNN)
+    conv_.set_stream(stream_.get());  // the cuDNN handle, made at the first convolution, binds to it
+#endif
+  }
 
   int device_;
   Stream stream_;
   Blas blas_;
+#if defined(LOCKSTEP_HAVE_CUDNN)
+  Convolutions conv_;  // declared after stream_: destroyed before the stream its handle is bound to
+#endif
 };
 
 }  // namespace lockstep::gpu

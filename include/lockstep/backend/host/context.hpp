@@ -8,13 +8,18 @@
 
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "lockstep/backend/host/buffer.hpp"
+#include "lockstep/backend/host/conv.hpp"
+#include "lockstep/backend/host/conv_onednn.hpp"
 #include "lockstep/backend/host/gemm.hpp"
 #include "lockstep/backend/host/launch.hpp"
+#include "lockstep/backend/host/pool.hpp"
 #include "lockstep/backend/host/queue.hpp"
 #include "lockstep/core/backend_tags.hpp"
 #include "lockstep/ops/activations.hpp"
+#include "lockstep/ops/window2d.hpp"
 
 namespace lockstep::host {
 
@@ -48,6 +53,69 @@ class Context {
     gemm<T>(false, false, rows, out, in, T(1), x, in, w, out, T(1), y, out);
     if constexpr (!Act::kIdentity)
       for_each_index(static_cast<std::size_t>(rows) * width, kernels::ActivateInPlace<Act, T>{y});
+  }
+
+  // Convolution and pooling over NHWC samples, for layers/conv2d.hpp and
+  // layers/pooling.hpp. The geometry is a plain Window2D (ops/window2d.hpp);
+  // the tensors are (rows, H, W, C) and Keras' kernel (KH, KW, Cin, Cout).
+  // These signatures are the backend contract: gpu::Context implements the
+  // same members (cuDNN), so keep them plain. A backend may keep per-shape
+  // state behind them (oneDNN primitives here, cuDNN descriptors, the chosen
+  // algorithm and its workspace there), keyed by (geometry, rows): a call
+  // with a shape seen before must not allocate. The layers never pass
+  // rows == 0 (cuDNN has no empty tensors); the host accepts it.
+  //
+  // y = Act(conv(x, kernel) + bias); bias may be null (use_bias=False).
+  template <class Act, class T>
+  void conv2d_forward(const Window2D& g, const T* x, const T* kernel, const T* bias, T* y, int rows) {
+#if defined(LOCKSTEP_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {
+      if (conv_path() == ConvPath::kOneDnn) return onednn::conv2d_forward<Act>(g, x, kernel, bias, y, rows);
+    }
+#endif
+    builtin::conv2d_forward<Act>(g, x, kernel, bias, y, rows);
+  }
+  // Given dy = dLoss/d(conv + bias), writes all of dkernel, dbias unless
+  // null, and dx unless null (the first layer needs no input gradient).
+  template <class T>
+  void conv2d_backward(const Window2D& g, const T* x, const T* kernel, const T* dy, T* dx, T* dkernel, T* dbias,
+                       int rows) {
+#if defined(LOCKSTEP_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {
+      if (conv_path() == ConvPath::kOneDnn) return onednn::conv2d_backward(g, x, kernel, dy, dx, dkernel, dbias, rows);
+    }
+#endif
+    // A Linear activation leaves dy unwritten.
+    builtin::conv2d_backward<Linear>(g, x, static_cast<const T*>(nullptr), kernel, const_cast<T*>(dy), dx, dkernel,
+                                     dbias, rows);
+  }
+  // Optional in the contract (Conv2D detects it): the same after forward gave
+  // y = Act(conv + bias), from dy = dLoss/dy, which it may overwrite; the
+  // host applies Act's derivative inside its own loops instead of in a pass
+  // over the whole tensor (the largest of the Keras convnet).
+  template <class Act, class T>
+  void conv2d_activation_backward(const Window2D& g, const T* x, const T* y, const T* kernel, T* dy, T* dx,
+                                  T* dkernel, T* dbias, int rows) {
+#if defined(LOCKSTEP_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {
+      if (conv_path() == ConvPath::kOneDnn) {
+        detail::activation_backward<Act>(y, dy, static_cast<std::size_t>(rows) * g.out_size());
+        return onednn::conv2d_backward(g, x, kernel, dy, dx, dkernel, dbias, rows);
+      }
+    }
+#endif
+    builtin::conv2d_backward<Act>(g, x, y, kernel, dy, dx, dkernel, dbias, rows);
+  }
+  // y(rows, OH, OW, C) = the max or mean of each window of x (Same padding's
+  // positions excluded from a mean's count, as TensorFlow does).
+  template <class T>
+  void pool2d_forward(PoolKind kind, const Window2D& g, const T* x, T* y, int rows) {
+    builtin::pool2d_forward(kind, g, x, y, rows);
+  }
+  // dx from dy, x and y (max: to the first position holding the maximum).
+  template <class T>
+  void pool2d_backward(PoolKind kind, const Window2D& g, const T* x, const T* y, const T* dy, T* dx, int rows) {
+    builtin::pool2d_backward(kind, g, x, y, dy, dx, rows);
   }
 
   // out(cols) = the sum over rows of m(rows, cols): a bias gradient.

@@ -1,0 +1,8 @@
+# shellcheck shell=bash
+# What the compare_*.sh scripts share; sourced, not run.
+
+# The median of the numbers given as arguments (the lower middle one of an even count).
+median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+# The number of a `samples_per_s=N ...` line on standard input (train_throughput's and the peers' last lines).
+samples_per_s() { sed -n 's/^samples_per_s=\([0-9]*\).*/\1/p'; }

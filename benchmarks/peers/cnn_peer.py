@@ -1,0 +1,55 @@
+"""What the CNN peers (torch_cnn.py, tf_cnn.py) share: the command line, the
+synthetic data set and the timed loop, so that each peer holds only its
+framework's model and step and all of them are measured alike.
+
+The data set matches benchmarks/train_throughput --model cnn: STEPS batches of
+BATCH 28x28x1 samples of uniform pixels in [0, 1) and labels uniform in 0..9,
+trained EPOCHS times after three untimed batches of warm-up. The last lines are
+key=value, `samples_per_s=` as train_throughput prints it."""
+import argparse
+import math
+import time
+
+import numpy as np
+
+
+def positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer >= 1")
+    return value
+
+
+def parse_args(description):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--batch-size", type=positive, default=128, help="samples per step (default 128)")
+    p.add_argument("--steps", type=positive, default=469, help="batches in the data set (default 469: 60,032 samples)")
+    p.add_argument("--epochs", type=positive, default=1, help="timed passes over the data set (default 1)")
+    p.add_argument("--threads", type=positive, default=1, help="threads the framework may use (default 1)")
+    return p.parse_args()
+
+
+def synthetic(args):
+    """(x, y): x float32 (N, 28, 28, 1) channels-last as Keras', y int64 (N,)."""
+    n = args.batch_size * args.steps
+    rng = np.random.default_rng(1)
+    return rng.random((n, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, n, dtype=np.int64)
+
+
+def measure(framework, args, train):
+    """train(samples, epochs) trains on the first `samples` samples, shuffled each
+    epoch, and returns the last batch's loss. Prints what was run, then
+    samples_per_s and step_ms over the timed epochs."""
+    n = args.batch_size * args.steps
+    train(min(n, 3 * args.batch_size), 1)  # warm-up: kernels chosen, graphs traced, memory touched
+    t0 = time.perf_counter()
+    loss = train(n, args.epochs)
+    seconds = time.perf_counter() - t0
+    if not math.isfinite(loss):
+        raise SystemExit(f"error: {framework}: the last loss is {loss}; expected a finite number")
+    print(f"{framework} threads={args.threads} batch_size={args.batch_size} steps={args.steps} "
+          f"epochs={args.epochs} loss={loss:.4f}")
+    print(f"samples_per_s={n * args.epochs / seconds:.0f} step_ms={seconds * 1e3 / (args.steps * args.epochs):.3f}")

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""PyTorch peer of `train_throughput --model cnn`: Keras' simple MNIST convnet
+(Conv2D 32 3x3 relu, MaxPooling2D 2, Conv2D 64 3x3 relu, MaxPooling2D 2,
+Flatten, Dropout 0.5, Dense 10 logits), Adam lr 1e-3, sparse categorical
+cross-entropy, on synthetic 28x28x1 data (cnn_peer.py), one process on
+--threads intra-op threads. Runs under Debian's python3-torch 1.13 and torch 2.x.
+usage: torch_cnn.py [--batch-size B] [--steps S] [--epochs E] [--threads T]"""
+import torch
+
+import cnn_peer
+
+args = cnn_peer.parse_args(__doc__)
+torch.set_num_threads(args.threads)
+torch.manual_seed(0)
+xn, yn = cnn_peer.synthetic(args)
+x = torch.from_numpy(xn).permute(0, 3, 1, 2).contiguous()  # NCHW: what a PyTorch user feeds
+y = torch.from_numpy(yn)
+nn = torch.nn
+model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(5 * 5 * 64, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+loss_fn = nn.CrossEntropyLoss()
+batch = args.batch_size
+
+
+def train(samples, epochs):
+    for _ in range(epochs):
+        perm = torch.randperm(samples)
+        for i in range(0, samples, batch):
+            idx = perm[i:i + batch]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+    return loss.item()
+
+
+cnn_peer.measure(f"torch {torch.__version__}", args, train)
