@@ -4,6 +4,7 @@
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
 //                         [--mfu yes|no] [--model mlp|cnn] [--conv builtin|onednn]
+//                         [--profile off|compiled|recording]
 // --model mlp (default): 784-256-10; cnn: Keras' simple MNIST convnet
 // (examples/fashion_mnist --model cnn) on 28x28x1 samples. --conv picks the
 // host's convolution path (host::set_conv_path; default host::kDefaultConvPath).
@@ -11,12 +12,17 @@
 // (default 1), so a longer measurement keeps the same data set size.
 // --mfu no skips the SGEMM peak measured after training (for runs that share
 // the machine with another training process, which the peak would slow).
+// --profile (host): off (default) trains the plain strategy; compiled trains
+// Profiled<strategy> with the profiler stopped; recording also records every
+// timed step (profiler::start before, stop after the timing): the profiler's
+// cost is recording's samples/s against off's (benchmarks/profile_overhead.sh).
 // multiworker runs under mpirun; --replicas is then per process, B global.
 // --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
 // with the chosen collective; it prints the model TFLOP/s instead of mfu.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -40,6 +46,7 @@ struct Run {
   std::size_t batch = 128;
   int steps = 200, epochs = 1, blas_threads = 0;
   bool mfu = true;  // measure the SGEMM peak afterwards and print mfu
+  std::string profile = "off";
 };
 
 using Mlp = lockstep::Sequential<lockstep::Input<784>, lockstep::Dense<256, lockstep::Relu>, lockstep::Dense<10>>;
@@ -73,9 +80,24 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   options.epochs = 1;
   trainer.fit(model, data.slice(0, std::min<std::size_t>(samples, batch * 10)), options);  // warm-up
   options.epochs = run.epochs;
+  const bool record = run.profile == "recording";
+  if (record) profiler::start((std::filesystem::temp_directory_path() / "lockstep-train-throughput-profile").string());
   const auto t0 = std::chrono::steady_clock::now();
   trainer.fit(model, data, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double span_share = 0, per_step = 0, span_ns = 0;  // recording: what its spans cost, per step
+  if (record) {
+    std::size_t spans = 0;
+    for (int r = 0; r < trainer.replicas(); ++r) spans += observe::session().track(r)->spans().size();
+    profiler::stop();
+    constexpr int kProbes = 200000;  // one span's cost, measured on this thread now
+    observe::Track probe(0, 0);
+    const auto p0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kProbes; ++i) observe::Scope span(&probe, observe::Phase::kForward, "probe");
+    span_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - p0).count() / kProbes;
+    per_step = static_cast<double>(spans) / trainer.replicas() / steps;
+    span_share = per_step * span_ns / (seconds * 1e9 / steps);
+  }
   if (trainer.process_rank() != 0) return 0;
   const double samples_per_s = static_cast<double>(samples) * run.epochs / seconds;
   if constexpr (!kHost) {
@@ -85,12 +107,15 @@ int measure(Strategy strategy, const char* name, const Run& run) {
                 samples_per_s * Model::kTrainFlopsPerSample * 1e-12);
     return 0;
   }
-  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s", name,
-              trainer.global_replicas(), batch, steps, host::kGemmPath);
+  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s profile=%s", name,
+              trainer.global_replicas(), batch, steps, host::kGemmPath, run.profile.c_str());
   if constexpr (!std::is_same_v<Model, Mlp>)
     std::printf(" conv=%s", host::conv_path() == host::ConvPath::kOneDnn ? "onednn" : "builtin");
+  if (record) std::printf(" spans_per_replica_step=%.1f span_ns=%.1f", per_step, span_ns);
   if (!run.mfu) {  // another process may still be training: measure no peak under it
-    std::printf("\nsamples_per_s=%.0f step_ms=%.4f\n", samples_per_s, seconds * 1e3 / steps);
+    std::printf("\nsamples_per_s=%.0f step_ms=%.4f", samples_per_s, seconds * 1e3 / steps);
+    if (record) std::printf(" span_share=%.6f", span_share);
+    std::printf("\n");
     return 0;
   }
   // Model FLOP utilisation: training FLOPs per second over the SGEMM peak of
@@ -139,6 +164,12 @@ int main(int argc, char** argv) {
             argv[i + 1];
         continue;
       }
+      if (flag == "--profile") {
+        run.profile = argv[i + 1];
+        require(run.profile == "off" || run.profile == "compiled" || run.profile == "recording", "--profile: '",
+                run.profile, "', expected off, compiled or recording");
+        continue;
+      }
       if (flag == "--conv") {
         const std::string v = argv[i + 1];
         require(v == "builtin" || v == "onednn", "--conv: '", v, "', expected builtin or onednn");
@@ -153,7 +184,7 @@ int main(int argc, char** argv) {
       else if (flag == "--epochs") run.epochs = static_cast<int>(v);
       else if (flag == "--blas-threads") run.blas_threads = static_cast<int>(v);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
-                "--steps, --epochs, --blas-threads, --mfu, --model or --conv");
+                "--steps, --epochs, --blas-threads, --mfu, --model, --conv or --profile");
     }
     if (backend == "cuda") {
 #if defined(LOCKSTEP_HAVE_CUDA)
@@ -169,6 +200,9 @@ int main(int argc, char** argv) {
 #endif
     }
     require(backend == "host", "--backend: '", backend, "', expected host or cuda");
+    if (strategy == "mirrored" && run.profile != "off")
+      return measure(Profiled<MirroredPolicy<HostAllReduce>>{replicas}, "mirrored", run, model);
+    require(run.profile == "off", "--profile ", run.profile, ": profiled runs are built for --strategy mirrored");
     if (strategy == "mirrored") return measure(MirroredPolicy<HostAllReduce>{replicas}, "mirrored", run, model);
     if (strategy == "central") return measure(CentralStoragePolicy{replicas}, "central", run, model);
 #if defined(LOCKSTEP_HAVE_MPI)

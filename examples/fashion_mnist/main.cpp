@@ -3,11 +3,14 @@
 // MirroredPolicy<HostAllReduce> (or, built by nvcc as fashion_mnist_cuda,
 // MirroredPolicy<NcclAllReduce> on the GPUs), and prints the test accuracy last.
 // --model cnn trains Keras' "simple MNIST convnet" instead (cnn_bn: with
-// BatchNormalization after each convolution).
+// BatchNormalization after each convolution). --log-placement, --profile DIR
+// and --tensorboard DIR show where the replicas run, a trace of batches
+// 10-20 with a scaling report, and TensorBoard's curves (README.md, docs/observe.md).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <lockstep/lockstep.hpp>
@@ -31,12 +34,15 @@ struct Flags {
   std::string collective = "nccl";
   std::string model = "mlp";
   bool replicas_given = false;
+  bool log_placement = false;
+  std::string profile_dir, tensorboard_dir;  // empty: off
 };
 
 const char* kUsage =
     "usage: fashion_mnist [--backend host|cuda] [--strategy mirrored|central|multiworker] [--replicas N]\n"
     "                     [--collective nccl|hierarchical|one_device] [--epochs E] [--batch-size B]\n"
-    "                     [--data DIR] [--seed S] [--model mlp|mlp_bn_dropout]\n"
+    "                     [--data DIR] [--seed S] [--model mlp|mlp_bn_dropout|cnn|cnn_bn]\n"
+    "                     [--log-placement] [--profile DIR] [--tensorboard DIR]\n"
     "  --backend B     host (CPU threads) or cuda (GPUs; builds made by nvcc, the default there\n"
     "                  when a GPU is visible)\n"
     "  --strategy S    mirrored (default), central (CentralStoragePolicy; with cuda the\n"
@@ -54,7 +60,12 @@ const char* kUsage =
     "                  BatchNormalization, Relu, Dropout 0.2, Dense 10; cnn: Keras' simple MNIST\n"
     "                  convnet on 28x28x1 images (Conv2D 32 3x3 relu, MaxPooling2D 2, Conv2D 64\n"
     "                  3x3 relu, MaxPooling2D 2, Flatten, Dropout 0.5, Dense 10); cnn_bn: the same\n"
-    "                  with BatchNormalization after each convolution (before its relu)\n";
+    "                  with BatchNormalization after each convolution (before its relu)\n"
+    "  --log-placement  print where each replica runs, the collective and where variables\n"
+    "                  live, at the start of fit (tf.debugging.set_log_device_placement)\n"
+    "  --profile DIR   profile training batches 10-20 into DIR: a Chrome trace per process\n"
+    "                  (open it in ui.perfetto.dev) and a scaling report, printed too\n"
+    "  --tensorboard DIR  write TensorBoard event files into DIR (tensorboard --logdir DIR)\n";
 
 long long parse_integer(const std::string& flag, const std::string& text, long long min) {
   char* end = nullptr;
@@ -71,13 +82,18 @@ Flags parse(int argc, char** argv) {
       std::cout << kUsage;
       std::exit(0);
     }
+    if (flag == "--log-placement") {
+      f.log_placement = true;
+      continue;
+    }
     lockstep::require(flag.rfind("--", 0) == 0 && (flag == "--replicas" || flag == "--epochs" ||
                                                    flag == "--batch-size" || flag == "--data" || flag == "--seed" ||
                                                    flag == "--strategy" || flag == "--backend" ||
-                                                   flag == "--collective" || flag == "--model"),
+                                                   flag == "--collective" || flag == "--model" ||
+                                                   flag == "--profile" || flag == "--tensorboard"),
                       "unknown flag '", flag,
                       "'; expected one of --backend --strategy --replicas --collective --epochs --batch-size --data "
-                      "--seed --model");
+                      "--seed --model --log-placement --profile --tensorboard");
     lockstep::require(i + 1 < argc, flag, " needs a value");
     const std::string value = argv[++i];
     if (flag == "--replicas") {
@@ -101,6 +117,8 @@ Flags parse(int argc, char** argv) {
     if (flag == "--epochs") f.epochs = static_cast<int>(parse_integer(flag, value, 0));
     if (flag == "--batch-size") f.batch_size = static_cast<std::size_t>(parse_integer(flag, value, 1));
     if (flag == "--data") f.data = value;
+    if (flag == "--profile") f.profile_dir = value;
+    if (flag == "--tensorboard") f.tensorboard_dir = value;
     if (flag == "--seed") f.seed = static_cast<std::uint64_t>(parse_integer(flag, value, 0));
     if (flag == "--strategy") {
       lockstep::require(value == "mirrored" || value == "central" || value == "multiworker", "--strategy: '", value,
@@ -119,6 +137,40 @@ Flags parse(int argc, char** argv) {
   return false;
 }
 
+// The example's optional callbacks, --profile and --tensorboard, as one
+// callback object: fit takes a fixed list of callbacks, and each may be off.
+struct Observers {
+  std::optional<lockstep::ProfileBatches> profile;
+  std::optional<lockstep::TensorBoard> tensorboard;
+
+  explicit Observers(const Flags& flags) {
+    if (!flags.profile_dir.empty()) profile.emplace(flags.profile_dir, 10, 20);
+    if (!flags.tensorboard_dir.empty()) tensorboard.emplace(flags.tensorboard_dir);
+  }
+  template <class View>
+  void on_train_begin(const lockstep::TrainInfo& info, View& view) {
+    if (profile) profile->on_train_begin(info, view);
+    if (tensorboard) tensorboard->on_train_begin(info, view);
+  }
+  void on_batch_begin(std::size_t step) {
+    if (profile) profile->on_batch_begin(step);
+    if (tensorboard) tensorboard->on_batch_begin(step);
+  }
+  template <class View>
+  void on_batch_end(std::size_t step, const lockstep::Logs& logs, View& view) {
+    if (profile) profile->on_batch_end(step, logs);
+    if (tensorboard) tensorboard->on_batch_end(step, logs, view);
+  }
+  template <class View>
+  void on_epoch_end(int epoch, const lockstep::Logs& logs, View& view) {
+    if (tensorboard) tensorboard->on_epoch_end(epoch, logs, view);
+  }
+  void on_train_end(const lockstep::Logs& logs) {
+    if (profile) profile->on_train_end(logs);
+    if (tensorboard) tensorboard->on_train_end(logs);
+  }
+};
+
 }  // namespace
 
 // Trains and evaluates one model with one strategy; every strategy runs the same code.
@@ -136,8 +188,9 @@ int train_model(const Flags& flags, Strategy strategy) {
   options.epochs = flags.epochs;
   options.batch_size = flags.batch_size;
   options.seed = flags.seed;
+  Observers observers(flags);  // --profile, --tensorboard
   const auto start = std::chrono::steady_clock::now();
-  trainer.fit(model, train, options);
+  trainer.fit(model, train, options, observers);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const Logs result = trainer.evaluate(model, test);
@@ -169,9 +222,15 @@ using CnnBn = lockstep::Sequential<lockstep::Input<28, 28, 1>, ConvBeforeBn<32>,
                                    lockstep::BatchNormalization<>, lockstep::Relu, lockstep::MaxPooling2D<2>,
                                    lockstep::Flatten, lockstep::Dropout<50>, lockstep::Dense<10>>;
 
-template <class Strategy>
-int train(const Flags& flags, Strategy strategy) {
+// The example trains every strategy wrapped in Profiled<...>, so that
+// --profile can record its steps (with the profiler stopped, a profiled
+// step costs one test per layer).
+template <class Plain>
+int train(const Flags& flags, Plain plain) {
   using namespace lockstep;
+  using Strategy = Profiled<Plain>;
+  const Strategy strategy{plain};
+  log_device_placement(flags.log_placement);
   if (flags.model == "cnn" || flags.model == "cnn_bn") {
     // Only where the backend has convolutions (the CUDA backend needs cuDNN for them).
     using Context = typename Trainer<Strategy, Adam>::executor_type::context_type;

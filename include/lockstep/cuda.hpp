@@ -18,6 +18,7 @@
 #include "lockstep/backend/cuda/device.cuh"
 #include "lockstep/backend/cuda/launch.cuh"
 #include "lockstep/backend/cuda/stream.cuh"
+#include "lockstep/backend/cuda/stream_trace.cuh"
 
 #include "lockstep/collective/hierarchical_copy_all_reduce.cuh"
 #include "lockstep/collective/nccl_all_reduce.cuh"

@@ -9,6 +9,13 @@
 #include "lockstep/core/shape.hpp"
 #include "lockstep/core/version.hpp"
 
+#include "lockstep/observe/event_file.hpp"
+#include "lockstep/observe/placement.hpp"
+#include "lockstep/observe/profiler.hpp"
+#include "lockstep/observe/scaling_report.hpp"
+#include "lockstep/observe/trace.hpp"
+#include "lockstep/observe/tracer.hpp"
+
 #include "lockstep/core/backend_tags.hpp"
 #include "lockstep/backend/host/buffer.hpp"
 #include "lockstep/backend/host/gemm.hpp"
@@ -47,6 +54,7 @@
 #include "lockstep/strategy/mirrored.hpp"
 #include "lockstep/strategy/multi_worker_mirrored.hpp"
 #include "lockstep/strategy/one_device.hpp"
+#include "lockstep/strategy/profiled.hpp"
 
 #include "lockstep/data/csv.hpp"
 #include "lockstep/data/dataset.hpp"
@@ -61,8 +69,10 @@
 #include "lockstep/callbacks/early_stopping.hpp"
 #include "lockstep/callbacks/learning_rate_scheduler.hpp"
 #include "lockstep/callbacks/model_checkpoint.hpp"
+#include "lockstep/callbacks/profile_batches.hpp"
 #include "lockstep/callbacks/monitor.hpp"
 #include "lockstep/callbacks/reduce_lr_on_plateau.hpp"
+#include "lockstep/callbacks/tensorboard.hpp"
 #include "lockstep/callbacks/terminate_on_nan.hpp"
 
 #include "lockstep/train/callbacks.hpp"

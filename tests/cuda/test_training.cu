@@ -4,8 +4,13 @@
 // that does not finish in time is an Error after which the trainer trains on.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <type_traits>
 
@@ -109,6 +114,34 @@ TEST_CASE("a step replayed from a CUDA graph equals the step enqueued directly -
   const Sgd sgd(0.1, 0.9, true);
   CHECK(train(MirroredPolicy<NcclAllReduce>{1}, false, options, sgd) ==
         train(MirroredPolicy<NcclAllReduce>{1}, true, options, sgd));
+}
+
+TEST_CASE("a profiled GPU step is timed on its stream, eager and replayed from a graph, and trains bit for bit alike") {
+  FitOptions options = three_steps();
+  options.epochs = 3;  // 9 steps: eager, captured, replayed, and the short last batch eager
+  using Traced = Profiled<MirroredPolicy<NcclAllReduce>>;
+  Model model{11};
+  Trainer<Traced, Adam> trainer{Traced{1}, Adam{0.01}};
+  trainer.executor().options().graphs = true;
+  const std::string dir = "/tmp/lockstep-test-cuda-profile-" + std::to_string(::getpid());
+  profiler::start(dir);
+  trainer.fit(model, data(), options);
+  const profiler::Result result = profiler::stop();
+  CHECK(model.parameters() == train(MirroredPolicy<NcclAllReduce>{1}, true, options));
+  std::ifstream in(result.trace_path);
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto count = [&](const std::string& what) {
+    int n = 0;
+    for (std::size_t at = text.str().find(what); at != std::string::npos; at = text.str().find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("\"cat\":\"step\"") == 9);      // every step, replayed ones included
+  CHECK(count("\"name\":\"dense_1\"") == 18);  // forward and backward of the last layer in each
+  CHECK(count("\"cat\":\"collective\"") == 9);
+  INFO(result.report);
+  CHECK(result.report.find("reading:") != std::string::npos);
 }
 
 TEST_CASE("evaluate and predict on the GPU equal the host's") {

@@ -22,11 +22,17 @@
 //   kCapturable, kPartial, kSharedDevices        capabilities, false by default:
 //       calls may be recorded in a CUDA graph; calls on parts of the buffer
 //       may overlap backward; several replicas may share one device
+//   gather_to_root(text) -> every process's text on rank 0 (the placement log)
+// and on the collective itself, for the placement log (observe/placement.hpp):
+//   static describe(count, local_replicas, processes, CollectiveCall)
+//       how it combines a buffer of `count` floats, in words
 // A Trainer checks the required members (check_group) and names a missing one.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -37,6 +43,11 @@
 namespace lockstep {
 
 enum class ReduceOp { kSum, kMean };
+
+// Which of a Group's calls a strategy's step makes on the gradient buffer,
+// as a collective's describe() tells it: all_reduce (mirrored), reduce_to_root
+// (central storage), reduce_update (the sharded update).
+enum class CollectiveCall { kAllReduce, kReduceToRoot, kReduceUpdate };
 
 namespace detail {
 // The process-level operations of a collective whose replicas all live in
@@ -51,7 +62,23 @@ struct SingleProcess {
   void check_same_across_processes(const char* const*, const std::uint64_t*, std::size_t) {}
   // No other process waits on this one: the trainer rebuilds the group and rethrows.
   void end_job_after_failure(const char*) {}
+  // Every process's text on rank 0: here only this one's.
+  std::vector<std::string> gather_to_root(const std::string& text) { return {text}; }
 };
+
+// The largest of `parts` parts of a `count`-long buffer cut into whole
+// multiples of `grain` elements (the last part short), as the collectives
+// cut their chunks: for describe().
+inline std::size_t largest_part(std::size_t count, int parts, std::size_t grain) {
+  const std::size_t grains = (count + grain - 1) / grain, k = static_cast<std::size_t>(parts > 0 ? parts : 1);
+  std::size_t largest = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::size_t first = std::min(count, grains * i / k * grain);
+    const std::size_t last = std::min(count, grains * (i + 1) / k * grain);
+    largest = std::max(largest, last - first);
+  }
+  return largest;
+}
 
 template <class C>
 using collective_probe = decltype(C::kName, static_cast<typename C::backend*>(nullptr));

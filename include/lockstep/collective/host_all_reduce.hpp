@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,6 +32,24 @@ namespace lockstep {
 struct HostAllReduce {
   using backend = Host;
   static constexpr const char* kName = "HostAllReduce";
+
+  // The placement log's words for a `count`-float buffer (Group::shard's chunks).
+  static std::string describe(std::size_t count, int replicas, int = 1, CollectiveCall call = CollectiveCall::kAllReduce) {
+    if (replicas <= 1) return "nothing to combine with 1 replica";
+    std::string out = detail::concat("reduce-scatter in shared memory over ", replicas, " replicas in ", replicas,
+                                     " chunks of up to ", detail::largest_part(count, replicas, 16),
+                                     " floats (whole 64-byte lines), each summed in replica order by one replica, ");
+    switch (call) {
+      case CollectiveCall::kAllReduce:
+        return out + "then all-gather folded in: that replica writes the sum into every buffer; 2 barriers";
+      case CollectiveCall::kReduceToRoot:
+        return out + "then written into replica 0's buffer only; 2 barriers";
+      case CollectiveCall::kReduceUpdate:
+        return out + "then the optimizer applied by that replica to its chunk of the shared variables, nothing "
+                     "gathered; 2 barriers";
+    }
+    return out;
+  }
 
   class Group : public detail::SingleProcess {
    public:

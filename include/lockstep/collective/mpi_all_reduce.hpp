@@ -124,6 +124,27 @@ class MpiProcesses {
   }
   // Every rank must pass the same values; otherwise every rank throws an
   // Error naming what differs and each rank's value, so none is left waiting.
+  // Every process's text on rank 0, in rank order (other ranks get none):
+  // the placement log's replica lines. Every rank must call it.
+  std::vector<std::string> gather_to_root(const std::string& text) {
+    const int length = static_cast<int>(text.size());
+    std::vector<int> lengths(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
+    mpi_check(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_), "MPI_Gather");
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < lengths.size(); ++r) {
+      displs[r] = static_cast<int>(total);
+      total += static_cast<std::size_t>(lengths[r]);
+    }
+    std::vector<char> all(rank_ == 0 ? total + 1 : 1);
+    mpi_check(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0,
+                          comm_),
+              "MPI_Gatherv");
+    std::vector<std::string> out;
+    if (rank_ != 0) return out;
+    for (std::size_t r = 0; r < lengths.size(); ++r)
+      out.emplace_back(all.data() + displs[r], static_cast<std::size_t>(lengths[r]));
+    return out;
+  }
   void check_same_across_processes(const char* const* names, const std::uint64_t* values, std::size_t count) {
     std::vector<std::uint64_t> all(count * static_cast<std::size_t>(size_));
     mpi_check(MPI_Allgather(values, static_cast<int>(count), MPI_UINT64_T, all.data(), static_cast<int>(count),
@@ -153,6 +174,20 @@ struct MpiAllReduce {
   using backend = Host;
   static constexpr const char* kName = "MpiAllReduce";
   static constexpr bool kSpansProcesses = true;
+
+  // The placement log's words for a `count`-float buffer (Group::all_reduce).
+  static std::string describe(std::size_t count, int local_replicas, int processes,
+                              CollectiveCall = CollectiveCall::kAllReduce) {
+    std::string out = local_replicas > 1
+                          ? "HostAllReduce over the " + std::to_string(local_replicas) + " replicas of each process, then "
+                          : std::string();
+    if (processes <= 1) return out + "no other process to combine with";
+    out += detail::concat("a ring over ", processes, " processes (MPI_Sendrecv from replica 0's thread): reduce-scatter "
+                          "in ", processes, " chunks of up to ", detail::largest_part(count, processes, 1),
+                          " floats, then all-gather, ", 2 * (processes - 1), " steps");
+    if (local_replicas > 1) out += ", then the sum copied to the other local replicas";
+    return out;
+  }
 
   class Group : public detail::MpiProcesses {
    public:

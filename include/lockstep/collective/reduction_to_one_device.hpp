@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "lockstep/core/backend_tags.hpp"
@@ -28,6 +29,15 @@ template <>
 struct ReductionToOneDevice<Host> {
   using backend = Host;
   static constexpr const char* kName = "ReductionToOneDevice";
+
+  // The placement log's words for a `count`-float buffer.
+  static std::string describe(std::size_t, int replicas, int = 1, CollectiveCall call = CollectiveCall::kAllReduce) {
+    if (replicas <= 1) return "nothing to combine with 1 replica";
+    return detail::concat("every replica's buffer summed onto replica 0's in replica order (replica 0 does all ",
+                          replicas - 1, " adds per float)",
+                          call == CollectiveCall::kAllReduce ? ", then copied to every replica" : "",
+                          " in shared memory; 3 barriers");
+  }
 
   // The HostAllReduce::Group interface: replicas are threads of this process.
   class Group : public detail::SingleProcess {
@@ -90,6 +100,18 @@ struct ReductionToOneDevice<Cuda> {
   using backend = Cuda;
   static constexpr const char* kName = "ReductionToOneDevice";
   class Group;
+
+  // The placement log's words for a `count`-float buffer (reduction_to_one_device.cuh).
+  static std::string describe(std::size_t, int replicas, int = 1, CollectiveCall call = CollectiveCall::kAllReduce) {
+    if (replicas <= 1) return "nothing to combine with 1 replica";
+    return detail::concat("peer copies (cudaMemcpyPeerAsync) of the other ", replicas - 1,
+                          replicas == 2 ? " replica's buffer" : " replicas' buffers",
+                          " onto replica 0's GPU, summed there in replica order",
+                          call == CollectiveCall::kAllReduce ? ", then copied from it to every replica"
+                                                             : "; the updated variables then copied from it to every "
+                                                               "replica",
+                          "; 3 host barriers per call");
+  }
 };
 
 }  // namespace lockstep

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/atomic_file.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/io/json.hpp"
 
@@ -91,50 +92,12 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorV
   header += "}";
   while (header.size() % 8) header += ' ';  // the data starts 8-byte aligned, as safetensors writes it
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) detail::fail_errno("safetensors: cannot create", tmp);
-  const auto write_all = [&](const void* p, std::size_t n) {
-    const char* at = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::write(fd, at, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        const int e = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        errno = e;
-        detail::fail_errno("safetensors: could not write (is the disk full?)", tmp);
-      }
-      at += w;
-      n -= static_cast<std::size_t>(w);
-    }
-  };
-  std::uint64_t length = header.size();
-  write_all(&length, sizeof length);
-  write_all(header.data(), header.size());
-  for (const TensorView& t : tensors) write_all(t.data, t.bytes);
-  if (::fsync(fd) != 0) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    errno = e;
-    detail::fail_errno("safetensors: could not flush to disk", tmp);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    detail::fail_errno("safetensors: could not move the new file over", path);
-  }
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {  // the rename itself reaches the disk
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  AtomicFile file(path, "safetensors");
+  const std::uint64_t length = header.size();
+  file.write(&length, sizeof length);
+  file.write(header);
+  for (const TensorView& t : tensors) file.write(t.data, t.bytes);
+  file.commit();
 }
 
 // A safetensors file read whole and checked: its header parsed, every

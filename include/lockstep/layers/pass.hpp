@@ -13,6 +13,9 @@
 //               process (a collective call: every replica makes the same calls
 //               in the same order, also with 0 rows); the sum of one replica
 //               alone is the buffer itself
+//   track()     the profiler's track of this replica (observe/tracer.hpp):
+//               a constant null in an unprofiled step, so the model's
+//               per-layer spans compile to nothing
 // The executors make passes; a layer only reads them.
 #pragma once
 
@@ -22,6 +25,7 @@
 
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/rng.hpp"
+#include "lockstep/observe/tracer.hpp"
 
 namespace lockstep {
 
@@ -33,8 +37,11 @@ struct OneReplicaSum {
   void operator()(T*, std::size_t) const {}
 };
 
-template <class Sum = OneReplicaSum>
-struct BasicPass {
+template <class Sum = OneReplicaSum, class Tracer = observe::NoTrace>
+struct BasicPass : Tracer {
+  BasicPass() = default;
+  explicit BasicPass(Mode m) : mode(m) {}  // Pass{Mode::kTraining}, as a layer's own test writes it
+
   Mode mode = Mode::kInference;
   std::uint64_t first_row = 0;
   std::uint64_t key = 0;

@@ -24,6 +24,7 @@
 #include "lockstep/layers/layer.hpp"
 #include "lockstep/layers/pass.hpp"
 #include "lockstep/layers/softmax.hpp"
+#include "lockstep/observe/tracer.hpp"
 
 namespace lockstep {
 
@@ -206,6 +207,14 @@ class Sequential {
     return out;
   }
 
+  // Layer i's name as a C string that lives as long as the program (the
+  // profiler's span names). The first call makes them all: a profiled
+  // executor calls it before its first step.
+  static const char* layer_name(std::size_t i) {
+    static const std::vector<std::string> names = layer_names();
+    return names[i].c_str();
+  }
+
   // Every variable, in layer order, named "<layer name>/<variable>" as Keras
   // names them ("dense_1/kernel", "batch_normalization/moving_mean").
   static std::vector<VariableInfo> variables() {
@@ -277,6 +286,7 @@ class Sequential {
     check_rows(rows, ws.capacity());
     for_each_layer([&](auto i) {
       const T* in = i == 0 ? x : ws.activation(i - 1);
+      const auto span = layer_scope(pass, observe::Phase::kForward, i);
       layer<i>::forward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), rows);
     });
     return ws.output();
@@ -294,14 +304,27 @@ class Sequential {
     for_each_layer_reversed([&](auto i) {
       const T* in = i == 0 ? x : ws.activation(i - 1);
       T* dx = i == 0 ? nullptr : ws.grad(1 - cur);
-      layer<i>::backward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), ws.grad(cur), dx,
-                         grads + kOffsets[i], rows);
+      {
+        const auto span = layer_scope(pass, observe::Phase::kBackward, i);
+        layer<i>::backward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), ws.grad(cur),
+                           dx, grads + kOffsets[i], rows);
+      }
       on_ready(kOffsets[i], layer<i>::kParams);
       cur = 1 - cur;
     });
   }
 
  private:
+  // Layer i's span on the pass's track, named as Keras names the layer; in
+  // an unprofiled pass, nothing (observe/tracer.hpp).
+  template <class P>
+  static auto layer_scope(const P& pass, observe::Phase phase, std::size_t i) {
+    if constexpr (P::kTraced) {
+      return observe::scope(pass, phase, pass.track() ? layer_name(i) : nullptr);
+    } else {
+      return (void)pass, (void)phase, (void)i, observe::NoScope{};
+    }
+  }
   template <std::size_t I, class T, class Ctx>
   static Slots<T> slots(const T* params, T* state, BasicWorkspace<T, Ctx>& ws) {
     return {params + kOffsets[I], state ? state + kStateOffsets[I] : nullptr, ws.scratch(I)};

@@ -48,6 +48,7 @@
 #include "lockstep/backend/cuda/context.cuh"
 #include "lockstep/backend/cuda/device.cuh"
 #include "lockstep/backend/cuda/stream.cuh"
+#include "lockstep/backend/cuda/stream_trace.cuh"
 #include "lockstep/backend/host/replica_pool.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/backend_tags.hpp"
@@ -56,6 +57,10 @@
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
 #include "lockstep/layers/pass.hpp"
+#include "lockstep/observe/placement.hpp"
+#include "lockstep/observe/profiler.hpp"
+#include "lockstep/observe/tracer.hpp"
+#include "lockstep/strategy/profiled.hpp"
 #include "lockstep/strategy/step_rule.hpp"
 #include "lockstep/train/executor.hpp"
 #include "lockstep/train/host_executor.hpp"
@@ -92,6 +97,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using skeleton = StepSkeleton<Loss, Metrics<Metric...>>;
   using label_type = typename Loss::label_type;
   using data_type = BasicDataset<label_type>;
+  // Profiled<Strategy> times each replica's step on its compute stream
+  // (backend/cuda/stream_trace.cuh); any other strategy's step has no tracer.
+  static constexpr bool kProfiled = is_profiled_v<Strategy>;
+  using tracer = std::conditional_t<kProfiled, gpu::StreamTraced, observe::NoTrace>;
   static_assert(check_group<group_type, cudaStream_t>());
   static_assert(sizeof(rule) > 0);  // a strategy without a StepRule gets its sentence here
   static_assert(rule::kVariables != Variables::kShared,
@@ -112,6 +121,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
       contexts_[static_cast<std::size_t>(r)] = std::make_unique<ReplicaContext>(devices_[static_cast<std::size_t>(r)]);
     });
+    if constexpr (kProfiled) observe::session().set_process(process_rank(), group_->process_count(), global_replicas());
   }
 
   int replicas() const { return pool_.size(); }
@@ -124,13 +134,45 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
   CudaOptions& options() { return options_; }
   const std::vector<gpu::DeviceInfo>& devices() const { return infos_; }
-  // One line per replica: which GPU it runs on.
-  std::string placement() const { return gpu::describe_placement(infos_); }
+  // One line per replica of this process, as the placement log writes them
+  // (observe/placement.hpp): its TensorFlow device, GPU and driving thread.
+  std::string placement() {
+    std::string out;
+    for (const std::string& line : placement_lines()) out += line + '\n';
+    return out;
+  }
+  // Where each replica runs, for the placement log: its GPU (name, compute
+  // capability, memory, PCI bus) and the host thread that drives it, asked on that thread.
+  std::vector<observe::ReplicaPlacement> placement_records() {
+    std::vector<observe::ReplicaPlacement> out(devices_.size());
+    const std::string host = observe::host_name();
+    const int rank = process_rank();
+    pool_.run([&](int r) {
+      const std::size_t i = static_cast<std::size_t>(r);
+      const gpu::DeviceInfo& d = infos_[i];
+      observe::ReplicaPlacement& p = out[i];
+      p = observe::this_thread_placement(rank, r, host);
+      p.gpu = true;
+      p.device_index = d.index;
+      p.gpu_name = d.name;
+      p.compute_capability = d.compute_capability();
+      p.memory_bytes = d.memory_bytes;
+      char bus[32] = {};
+      if (cudaDeviceGetPCIBusId(bus, static_cast<int>(sizeof bus), d.index) == cudaSuccess)
+        p.pci_bus_id = bus;
+      else
+        (void)cudaGetLastError();  // the bus id is optional: clear the error for later checks
+    });
+    return out;
+  }
 
   template <class Model>
   void begin_fit(Model& model, const Optimizer& optimizer, std::size_t capacity, std::size_t label_width) {
+    if constexpr (kProfiled) Model::layer_name(0);  // the span names, made outside any step
     optimizer_ = optimizer;
-    if (options_.log_placement) std::cerr << placement();
+    // options().log_placement: this process's replica lines at every fit,
+    // unless the process-wide log (lockstep::log_device_placement) writes the job's.
+    if (options_.log_placement && !logging_device_placement()) observe::write_placement(placement_lines());
     RunState<Model>& run = run_state(model, capacity, label_width);
     on_replicas([&](int r) {
       Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
@@ -264,6 +306,13 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
 
  private:
+  std::vector<std::string> placement_lines() {
+    std::vector<std::string> lines;
+    for (const observe::ReplicaPlacement& p : placement_records())
+      lines.push_back("placement: " + observe::replica_line(p));
+    return lines;
+  }
+
   static std::vector<int> resolve_devices(const Strategy& strategy) {
     if (!strategy.devices().empty()) return strategy.devices();
     if (strategy.replicas() == 0) {
@@ -293,6 +342,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using Workspace = typename Model::template BasicWorkspace<float, gpu::Context>;
 
   // The memory of one replica for one model, on its device.
+  struct Unprofiled {};
   template <class Model>
   struct Replica {
     Replica(const Optimizer& opt, bool holds_optimizer_state)
@@ -335,6 +385,9 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     gpu::Graph graph;
     std::pair<std::size_t, std::size_t> graph_key{};      // (rows, count) the graph was captured for
     std::pair<std::size_t, std::size_t> last_key{};       // the previous eager step's
+    // The profiler's events (a profiled strategy's only): a graph captured
+    // while it records holds them, so recording is part of the graph's key.
+    std::conditional_t<kProfiled, gpu::StreamTrace, Unprofiled> trace;
   };
   template <class Model>
   using RunState = ModelStates::Of<Replica<Model>>;
@@ -380,7 +433,8 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     using group_type = typename Executor::group_type;
     using state_type = typename Executor::state_type;
     using context_type = gpu::Context;
-    using pass_type = BasicPass<ReplicaSum<Model>>;
+    using pass_type = BasicPass<ReplicaSum<Model>, tracer>;
+    static constexpr const char* kCollectiveName = collective::kName;
     static constexpr bool kSharedMemory = false;
     static constexpr bool kCanOverlap = true;
 
@@ -395,6 +449,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     float* variables() { return this->rep_.params.data(); }
     template <class Grads>
     void update(std::size_t first, std::size_t last, Grads grads) {
+      const auto span = observe::scope(pass_, observe::Phase::kUpdate, "update");
       this->rep_.opt_state->step(ctx_, this->rep_.params.data(), grads, first, last);
     }
     // The all-reduce of grads [offset, offset + size) on the communication
@@ -621,20 +676,30 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     // read them: the previous step has finished, so nothing reads them now.
     if (rep.opt_state) prepare_step(*rep.opt_state, optimizer_);
     *rep.key.data() = step_key_;
-    BasicPass<ReplicaSum<Model>> pass;
+    typename ReplicaStep<Model>::pass_type pass;
+    [[maybe_unused]] observe::Track* track = nullptr;  // this replica's, while the profiler records
+    if constexpr (kProfiled) {
+      track = observe::session().track(r);
+      pass.track_ = track;
+      pass.trace_ = &rep.trace;
+      pass.stream_ = c.stream();
+    }
     pass.mode = Mode::kTraining;
     pass.first_row = lo;
     pass.key = step_key_;
     pass.key_at = rep.key.data();
     pass.sum = ReplicaSum<Model>{&*group_, &rep, r, c.stream(), ctx(r).comm.get()};
     const auto enqueue = [&] {
+      if constexpr (kProfiled) rep.trace.begin_enqueue();
+      const auto span = observe::scope(pass, observe::Phase::kStep, "step", step_index_);
       ReplicaStep<Model> step(*this, rep, r, pass);
       skeleton::template train<Model, rule>(step, static_cast<int>(rows), step_batch_.count);
     };
 
     // Eager the first time a shape is seen (cuBLAS and NCCL set themselves up
     // outside any capture), captured the second time, replayed after that.
-    const std::pair<std::size_t, std::size_t> key{rows, step_batch_.count};
+    // Whether the profiler records is part of the shape: its events are in the graph.
+    const std::pair<std::size_t, std::size_t> key{rows, (step_batch_.count << 1) | (track != nullptr ? 1u : 0u)};
     const bool capturable = options_.graphs && detail::capturable<group_type>::value;
     if (capturable && rep.graph.ready() && rep.graph_key == key) {
       rep.graph.launch(c.stream());
@@ -661,6 +726,8 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       rep.prefetched = true;
     }
     wait_for(r, c.stream());
+    if constexpr (kProfiled)
+      if (track) rep.trace.to_track(*track, observe::now_ns(), step_index_);
   }
 
   Optimizer optimizer_;

@@ -29,7 +29,11 @@
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
 #include "lockstep/layers/pass.hpp"
+#include "lockstep/observe/placement.hpp"
+#include "lockstep/observe/profiler.hpp"
+#include "lockstep/observe/tracer.hpp"
 #include "lockstep/strategy/all_reduce_update.hpp"
+#include "lockstep/strategy/profiled.hpp"
 #include "lockstep/strategy/sharded_update.hpp"
 #include "lockstep/strategy/step_rule.hpp"
 #include "lockstep/train/executor.hpp"
@@ -74,10 +78,15 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // What the tests ask of the rule: the sharded update, and whether it sums as it reads.
   static constexpr bool kShardedUpdate = std::is_same_v<rule, ShardedUpdate> || std::is_base_of_v<ShardedUpdate, rule>;
   static constexpr bool kSumAsItReads = kShardedUpdate && ShardedUpdate::sums_as_it_reads<state_type, context_type>;
+  // Profiled<Strategy> gives each replica's pass a track (strategy/profiled.hpp);
+  // any other strategy's step has no tracer at all.
+  static constexpr bool kProfiled = is_profiled_v<Strategy>;
+  using tracer = std::conditional_t<kProfiled, observe::Traced, observe::NoTrace>;
 
   Executor(const Strategy& strategy, const Optimizer& optimizer)
       : optimizer_(optimizer), pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
     make_group();
+    if constexpr (kProfiled) observe::session().set_process(process_rank(), group_->process_count(), global_replicas());
     // Replicas are threads already: each GEMM gets the cores left per replica
     // (counting the replicas of other processes on this machine).
     host::set_blas_threads(
@@ -92,11 +101,21 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   bool holds(const Model& model) const {
     return states_.holds(model);
   }
+  // Where each replica runs, for the placement log: asked on each replica's
+  // own thread (its id, its core, its affinity).
+  std::vector<observe::ReplicaPlacement> placement_records() {
+    std::vector<observe::ReplicaPlacement> out(static_cast<std::size_t>(replicas()));
+    const std::string host = observe::host_name();
+    const int rank = process_rank();
+    pool_.run([&](int r) { out[static_cast<std::size_t>(r)] = observe::this_thread_placement(rank, r, host); });
+    return out;
+  }
 
   // Makes (or keeps, for the same model object) the replicas' state and
   // mirrors the model's parameters and state to the replicas.
   template <class Model>
   void begin_fit(Model& model, const Optimizer& optimizer, std::size_t capacity, std::size_t label_width) {
+    if constexpr (kProfiled) Model::layer_name(0);  // the span names, made outside any step
     optimizer_ = optimizer;
     RunState<Model>& run = run_state(model, capacity, label_width);
     pool_.run([&](int r) { load(run, r, model.parameters().data(), model.state().data()); });
@@ -114,6 +133,8 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     step_batch_ = batch;
     step_key_ = key;
     run_replicas(job_, abort_);
+    if constexpr (kProfiled) mark_waits();
+    ++steps_;
     return current<Model>().replicas[0]->grads.data() + Model::kParams;
   }
 
@@ -244,6 +265,12 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     }
   };
 
+ public:
+  // What a replica's step tells its layers: the sum over replicas, and the tracer.
+  using pass_type = BasicPass<ReplicaSum, tracer>;
+
+ private:
+
   // The view of one replica's step that the skeleton and the rule use.
   template <class Model>
   class ReplicaStep : public ReplicaBuffers<Model, Replica<Model>, kStats> {
@@ -254,24 +281,27 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     static constexpr bool kSharedMemory = true;
     static constexpr bool kCanOverlap = false;
 
-    ReplicaStep(Executor& ex, RunState<Model>& run, int r, BasicPass<ReplicaSum> pass)
+    static constexpr const char* kCollectiveName = collective::kName;
+
+    ReplicaStep(Executor& ex, RunState<Model>& run, int r, pass_type pass)
         : ReplicaBuffers<Model, Replica<Model>, kStats>(*run.replicas[static_cast<std::size_t>(r)]), ex_(ex), r_(r),
           pass_(pass), variables_(variables_of(run, r)) {}
     group_type& group() { return *ex_.group_; }
     int replica() const { return r_; }
     host::Queue queue() const { return {}; }
     host::Context& context() { return ctx_; }
-    const BasicPass<ReplicaSum>& pass() const { return pass_; }
+    const pass_type& pass() const { return pass_; }
     float* variables() { return variables_; }
     template <class Grads>
     void update(std::size_t first, std::size_t last, Grads grads) {
+      const auto span = observe::scope(pass_, observe::Phase::kUpdate, "update");
       this->rep_.opt_state->step(ctx_, variables_, grads, first, last);
     }
 
    private:
     Executor& ex_;
     int r_;
-    BasicPass<ReplicaSum> pass_;
+    pass_type pass_;
     float* variables_;
     host::Context ctx_;
   };
@@ -333,16 +363,31 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   template <class Model>
   void replica_step(RunState<Model>& run, int r) {
     Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
+    pass_type pass;
+    if constexpr (kProfiled) pass.track_ = observe::session().track(r);  // null unless the profiler records
+    const auto span = observe::scope(pass, observe::Phase::kStep, "step", steps_);
     const auto [lo, hi] = Loader::replica_slice(step_batch_.count, process_rank() * replicas() + r, global_replicas());
-    gather(*step_data_, step_batch_.indices + lo, hi - lo, rep.x.data(), rep.labels.data());
+    {
+      const auto data_span = observe::scope(pass, observe::Phase::kData, "gather batch");
+      gather(*step_data_, step_batch_.indices + lo, hi - lo, rep.x.data(), rep.labels.data());
+    }
     if (rep.opt_state) prepare_step(*rep.opt_state, optimizer_);
-    BasicPass<ReplicaSum> pass;
     pass.mode = Mode::kTraining;
     pass.first_row = lo;
     pass.key = step_key_;
     pass.sum = ReplicaSum{&*group_, r};
     ReplicaStep<Model> step(*this, run, r, pass);
     skeleton::template train<Model, rule>(step, static_cast<int>(hi - lo), step_batch_.count);
+  }
+
+  // The profiler's waits of the step just run: how long each replica stood
+  // in the collective before the last one arrived (observe/tracer.hpp).
+  void mark_waits() {
+    observe::Session& session = observe::session();
+    if (!session.recording()) return;
+    std::vector<observe::Track*> tracks;
+    for (int r = 0; r < replicas(); ++r) tracks.push_back(session.track(r));
+    observe::mark_collective_waits(tracks);
   }
 
   Optimizer optimizer_;
@@ -355,6 +400,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   const data_type* step_data_ = nullptr;
   StepBatch step_batch_;
   std::uint64_t step_key_ = 0;
+  std::uint64_t steps_ = 0;  // steps run by this executor: the profiler's step index
 };
 
 }  // namespace lockstep::detail

@@ -7,8 +7,12 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "lockstep/metrics/accuracy.hpp"
+#include "lockstep/observe/tracer.hpp"
+#include "lockstep/strategy/all_reduce_update.hpp"
+#include "lockstep/strategy/sharded_update.hpp"
 
 namespace lockstep::detail {
 
@@ -31,6 +35,17 @@ class ReplicaBuffers {
  protected:
   Replica& rep_;
 };
+
+// How a rule combines, for the profiler's collective spans.
+template <class Rule>
+constexpr const char* rule_name() {
+  if constexpr (std::is_base_of_v<ShardedUpdate, Rule>)
+    return "reduce-scatter, sharded update";
+  else if constexpr (std::is_base_of_v<AllReduceUpdate, Rule>)
+    return "all-reduce";
+  else
+    return "reduce to replica 0";
+}
 
 template <class Loss, class MetricList>
 struct StepSkeleton;
@@ -64,11 +79,18 @@ struct StepSkeleton<Loss, Metrics<Metric...>> {
     const auto& pass = step.pass();
     float* const grads = step.grads();
     const float* out = Model::forward(ctx, pass, step.variables(), step.state(), step.x(), rows, ws);
-    loss_and_metrics<Model::kOutputs>(ctx, out, step.labels(), rows, 1.0f / static_cast<float>(count),
-                                      step.row_stats(), static_cast<std::size_t>(ws.capacity()), ws.output_grad(),
-                                      grads + Model::kParams);
+    {
+      const auto span = observe::scope(pass, observe::Phase::kLoss, "loss and metrics");
+      loss_and_metrics<Model::kOutputs>(ctx, out, step.labels(), rows, 1.0f / static_cast<float>(count),
+                                        step.row_stats(), static_cast<std::size_t>(ws.capacity()), ws.output_grad(),
+                                        grads + Model::kParams);
+    }
     Model::backward(ctx, pass, step.variables(), step.state(), step.x(), rows, ws, grads,
                     [&](std::size_t offset, std::size_t size) { Rule::on_gradient_ready(step, offset, size); });
+    // The combine, with the update inside it (the sharded rule updates
+    // between its two barriers); the update is its own span.
+    const auto span = observe::scope(pass, observe::Phase::kCollective, Step::kCollectiveName,
+                                     step.count() * sizeof(float), rule_name<Rule>());
     Rule::combine_and_update(step);
   }
 };

@@ -29,6 +29,7 @@
 #include "lockstep/train/fit_view.hpp"
 #include "lockstep/train/host_executor.hpp"
 #include "lockstep/train/logs.hpp"
+#include "lockstep/train/placement_log.hpp"
 #include "lockstep/train/progress_bar.hpp"
 
 namespace lockstep {
@@ -151,7 +152,12 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     require(options.initial_epoch >= 0 && options.initial_epoch <= options.epochs, "fit: initial_epoch ",
             options.initial_epoch, ", expected in [0, epochs = ", options.epochs, "]");
     if (options.validation_data) check_data(model, *options.validation_data, "fit (validation_data)");
-    check_same_layout(model, train, options);
+    // The placement log (observe/placement.hpp): one load of the switch, which
+    // every process must have set alike (the layout check says so), as the
+    // log gathers every process's replicas.
+    const bool log_placement = logging_device_placement();
+    check_same_layout(model, train, options, log_placement);
+    if (log_placement) detail::log_placement<Strategy, Model>(exec_);
     // Rank 0's weights and shuffle seed everywhere: a job starts consistent
     // even if the processes were given different seeds.
     run_.seed = options.seed;
@@ -281,11 +287,11 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   // Every process must train the same model on the same layout (a no-op in one process).
   template <class Model>
-  void check_same_layout(const Model&, const data_type& train, const fit_options& options) {
+  void check_same_layout(const Model&, const data_type& train, const fit_options& options, bool log_placement) {
     static const char* const names[] = {"model layout hash", "model parameters", "model inputs",
                                         "model outputs",     "global batch size", "local replicas",
                                         "training samples",  "epochs",            "drop_remainder",
-                                        "shuffle",           "initial_epoch"};
+                                        "shuffle",           "initial_epoch",     "log_device_placement"};
     const std::uint64_t values[] = {Model::kLayoutHash,
                                     Model::kParams,
                                     static_cast<std::uint64_t>(Model::kInputs),
@@ -296,7 +302,8 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
                                     static_cast<std::uint64_t>(options.epochs),
                                     options.drop_remainder,
                                     options.shuffle,
-                                    static_cast<std::uint64_t>(options.initial_epoch)};
+                                    static_cast<std::uint64_t>(options.initial_epoch),
+                                    log_placement};
     exec_.group().check_same_across_processes(names, values, sizeof values / sizeof values[0]);
   }
 
