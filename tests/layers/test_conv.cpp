@@ -213,7 +213,11 @@ TEST_CASE("the built-in convolution equals a naive direct convolution - forward 
 TEST_CASE("oneDNN's convolution primitives equal the naive convolution and the built-in path") {
   const host::ConvPath before = host::conv_path();
   host::set_conv_path(host::ConvPath::kOneDnn);  // host::Context's fused backward on oneDNN too
-  check_against_naive<OneDnn, float>(2e-5);
+  // 1e-4, not the built-in path's 2e-5: oneDNN picks its kernel (and so its
+  // summation order) by instruction set, and on an AVX-512 EPYC the kernel
+  // gradient of the largest geometry (7068 float products per value) was off
+  // by 3.2e-5 relative; a wrong index or tap still gives differences near 1.
+  check_against_naive<OneDnn, float>(1e-4);
   host::set_conv_path(before);
   // The two paths agree on a layer of the Keras convnet's shape, batch 5 (and then 4: a second cached shape).
   constexpr Window2D g = window::make(13, 13, 32, 64, 3, 3, 1, 1, false);
