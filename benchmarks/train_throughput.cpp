@@ -20,15 +20,19 @@
 // --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
 // with the chosen collective; it prints the model TFLOP/s instead of mfu.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <iostream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include <lockstep/core/flags.hpp>
 #include <lockstep/lockstep.hpp>
 
 #include "gemm_timing.hpp"
@@ -40,6 +44,12 @@
 #endif
 
 namespace {
+
+// The flags' ranges: a replica is a thread (or a GPU), a batch's rows per
+// replica must fit the int the layers take, and the timed steps an int.
+constexpr int kMaxReplicas = 1024;
+constexpr std::size_t kMaxBatchSize = 2147483647;  // 2^31 - 1
+constexpr int kMaxSteps = 1000000;
 
 // What to measure: the batch, the batches per epoch, the epochs, BLAS threads (0: cores / replicas).
 struct Run {
@@ -64,6 +74,13 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   // A data set of run.steps batches of uniform pixels and random labels.
   const std::size_t samples = batch * static_cast<std::size_t>(run.steps);
   constexpr std::size_t kFeatures = Model::kInputs;
+  // Checked before the allocation, which Linux may grant and then kill the process for.
+  const double data_bytes = static_cast<double>(batch) * run.steps *
+                            static_cast<double>(kFeatures * sizeof(float) + sizeof(std::int32_t));
+  require(data_bytes <= host::physical_memory_bytes() || host::physical_memory_bytes() == 0, "the synthetic data "
+          "set of --steps ", run.steps, " batches of --batch-size ", batch, " samples needs ", host::byte_count(data_bytes),
+          ", more than this machine's ", host::byte_count(host::physical_memory_bytes()),
+          " of memory; lower --steps or --batch-size");
   std::vector<float> x(samples * kFeatures);
   std::vector<std::int32_t> y(samples);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = Philox4x32::uniform(1, rng_stream::kData, i);
@@ -144,7 +161,7 @@ int measure(Strategy strategy, const char* name, const Run& run, const std::stri
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int benchmark(int argc, char** argv) {
   using namespace lockstep;
   int replicas = 1;
   Run run;
@@ -176,16 +193,20 @@ int main(int argc, char** argv) {
         host::set_conv_path(v == "onednn" ? host::ConvPath::kOneDnn : host::ConvPath::kBuiltin);
         continue;
       }
-      const long v = std::strtol(argv[i + 1], nullptr, 10);
-      require(v >= 1, flag, ": '", argv[i + 1], "' is not an integer >= 1");
-      if (flag == "--replicas") replicas = static_cast<int>(v);
-      else if (flag == "--batch-size") run.batch = static_cast<std::size_t>(v);
-      else if (flag == "--steps") run.steps = static_cast<int>(v);
-      else if (flag == "--epochs") run.epochs = static_cast<int>(v);
-      else if (flag == "--blas-threads") run.blas_threads = static_cast<int>(v);
+      // Range-checked (core/flags.hpp): a value past the maximum is an Error, never narrowed.
+      const std::string value = argv[i + 1];
+      if (flag == "--replicas") replicas = parse_integer(flag, value, 1, kMaxReplicas);
+      else if (flag == "--batch-size") run.batch = parse_integer<std::size_t>(flag, value, 1, kMaxBatchSize);
+      else if (flag == "--steps") run.steps = parse_integer(flag, value, 1, kMaxSteps);
+      else if (flag == "--epochs") run.epochs = parse_integer(flag, value, 1, kMaxSteps);
+      else if (flag == "--blas-threads") run.blas_threads = parse_integer(flag, value, 1, kMaxReplicas);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
                 "--steps, --epochs, --blas-threads, --mfu, --model, --conv or --profile");
     }
+    // The timed steps are counted in an int.
+    require(static_cast<long long>(run.steps) * run.epochs <= kMaxSteps, "--steps ", run.steps, " times --epochs ",
+            run.epochs, " is ", static_cast<long long>(run.steps) * run.epochs, " timed steps, expected at most ",
+            kMaxSteps);
     if (backend == "cuda") {
 #if defined(LOCKSTEP_HAVE_CUDA)
       require(strategy == "mirrored", "--strategy ", strategy, ": the cuda backend runs mirrored");
@@ -214,4 +235,23 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << '\n';
     return 2;
   }
+}
+
+int main(int argc, char** argv) {
+  int status = 0;
+  try {
+    status = benchmark(argc, argv);
+  } catch (const std::exception& e) {  // not a lockstep::Error, still a message rather than an abort
+    std::cerr << "train_throughput: " << e.what() << '\n';
+    return 2;
+  }
+  // A result that could not be written (a full disk) is not a result.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    const int err = errno;
+    std::fprintf(stderr, "train_throughput: the output could not be written to stdout%s%s\n", err ? ": " : "",
+                 err ? std::strerror(err) : "");
+    return status != 0 ? status : 1;
+  }
+  return status;
 }

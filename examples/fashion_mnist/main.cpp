@@ -6,13 +6,18 @@
 // BatchNormalization after each convolution). --log-placement, --profile DIR
 // and --tensorboard DIR show where the replicas run, a trace of batches
 // 10-20 with a scaling report, and TensorBoard's curves (README.md, docs/observe.md).
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 
+#include <lockstep/core/flags.hpp>
 #include <lockstep/lockstep.hpp>
 #if defined(LOCKSTEP_HAVE_MPI)
 #include <lockstep/mpi.hpp>
@@ -23,12 +28,23 @@
 
 namespace {
 
+// The flags' ranges: beyond them a value is an error, never narrowed. Host
+// replicas are threads (and GPU replicas devices), so a thousand is already
+// far past a useful count; the batch's rows must fit the int the layers take.
+constexpr int kMaxReplicas = 1024;
+constexpr int kMaxEpochs = 1000000;
+constexpr std::size_t kMaxBatchSize = 2147483647;  // 2^31 - 1
+constexpr double kMaxTimeoutSeconds = 604800;      // a week
+
 struct Flags {
   int replicas = 2;
   int epochs = 10;
   std::size_t batch_size = 128;
   std::string data = lockstep::fashion_mnist_dir();
   std::uint64_t seed = 0;
+  double timeout_seconds = 300;  // --timeout: how long a collective waits for the other replicas
+  std::string backup_dir;        // --backup-dir: BackupAndRestore's folder; empty: off
+  bool help = false;
   std::string strategy = "mirrored";
   std::string backend = "host";
   std::string collective = "nccl";
@@ -42,17 +58,18 @@ const char* kUsage =
     "usage: fashion_mnist [--backend host|cuda] [--strategy mirrored|central|multiworker] [--replicas N]\n"
     "                     [--collective nccl|hierarchical|one_device] [--epochs E] [--batch-size B]\n"
     "                     [--data DIR] [--seed S] [--model mlp|mlp_bn_dropout|cnn|cnn_bn]\n"
-    "                     [--log-placement] [--profile DIR] [--tensorboard DIR]\n"
+    "                     [--log-placement] [--profile DIR] [--tensorboard DIR] [--timeout SECONDS]\n"
+    "                     [--backup-dir DIR]\n"
     "  --backend B     host (CPU threads) or cuda (GPUs; builds made by nvcc, the default there\n"
     "                  when a GPU is visible)\n"
     "  --strategy S    mirrored (default), central (CentralStoragePolicy; with cuda the\n"
     "                  variables live on the first GPU) or multiworker (MultiWorkerMirroredPolicy\n"
     "                  over MPI, or NCCL with cuda: start with mpirun -np P)\n"
     "  --replicas N    host replicas (threads) per process, default 2; with cuda, GPUs 0..N-1,\n"
-    "                  default every visible GPU\n"
+    "                  default every visible GPU; at most 1024\n"
     "  --collective C  with cuda: nccl (default), hierarchical or one_device\n"
-    "  --epochs E      default 10\n"
-    "  --batch-size B  global batch, split over the replicas, default 128\n"
+    "  --epochs E      default 10, at most 1000000\n"
+    "  --batch-size B  global batch, split over the replicas, default 128, at most 2147483647\n"
     "  --data DIR      Fashion-MNIST IDX files (.gz or plain), default $FASHION_MNIST_DIR, else\n"
     "                  /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)\n"
     "  --seed S        seed of the initial weights, the shuffle and dropout, default 0\n"
@@ -65,22 +82,20 @@ const char* kUsage =
     "                  live, at the start of fit (tf.debugging.set_log_device_placement)\n"
     "  --profile DIR   profile training batches 10-20 into DIR: a Chrome trace per process\n"
     "                  (open it in ui.perfetto.dev) and a scaling report, printed too\n"
-    "  --tensorboard DIR  write TensorBoard event files into DIR (tensorboard --logdir DIR)\n";
-
-long long parse_integer(const std::string& flag, const std::string& text, long long min) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  lockstep::require(!text.empty() && *end == '\0' && v >= min, flag, ": '", text, "' is not an integer >= ", min);
-  return v;
-}
+    "  --tensorboard DIR  write TensorBoard event files into DIR (tensorboard --logdir DIR)\n"
+    "  --timeout SECONDS  how long a collective waits for the other replicas before it is an\n"
+    "                  error, default 300, a number greater than 0, at most 604800 (a week)\n"
+    "  --backup-dir DIR  back up the training state into DIR at each epoch's end and resume from\n"
+    "                  it when restarted (BackupAndRestore)\n"
+    "Exit status: 0 done, 1 the results could not be written, 2 an error (the message says which).\n";
 
 Flags parse(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
+      f.help = true;
+      return f;
     }
     if (flag == "--log-placement") {
       f.log_placement = true;
@@ -90,14 +105,15 @@ Flags parse(int argc, char** argv) {
                                                    flag == "--batch-size" || flag == "--data" || flag == "--seed" ||
                                                    flag == "--strategy" || flag == "--backend" ||
                                                    flag == "--collective" || flag == "--model" ||
-                                                   flag == "--profile" || flag == "--tensorboard"),
+                                                   flag == "--profile" || flag == "--tensorboard" ||
+                                                   flag == "--timeout" || flag == "--backup-dir"),
                       "unknown flag '", flag,
                       "'; expected one of --backend --strategy --replicas --collective --epochs --batch-size --data "
-                      "--seed --model --log-placement --profile --tensorboard");
+                      "--seed --model --log-placement --profile --tensorboard --timeout --backup-dir");
     lockstep::require(i + 1 < argc, flag, " needs a value");
     const std::string value = argv[++i];
     if (flag == "--replicas") {
-      f.replicas = static_cast<int>(parse_integer(flag, value, 1));
+      f.replicas = lockstep::parse_integer(flag, value, 1, kMaxReplicas);
       f.replicas_given = true;
     }
     if (flag == "--backend") {
@@ -114,12 +130,18 @@ Flags parse(int argc, char** argv) {
                         "--model: '", value, "', expected mlp, mlp_bn_dropout, cnn or cnn_bn");
       f.model = value;
     }
-    if (flag == "--epochs") f.epochs = static_cast<int>(parse_integer(flag, value, 0));
-    if (flag == "--batch-size") f.batch_size = static_cast<std::size_t>(parse_integer(flag, value, 1));
+    if (flag == "--epochs") f.epochs = lockstep::parse_integer(flag, value, 0, kMaxEpochs);
+    if (flag == "--batch-size") f.batch_size = lockstep::parse_integer<std::size_t>(flag, value, 1, kMaxBatchSize);
+    if (flag == "--timeout") f.timeout_seconds = lockstep::parse_number(flag, value, 0, kMaxTimeoutSeconds, true);
+    if (flag == "--backup-dir") {
+      lockstep::require(!value.empty(), "--backup-dir: an empty path, expected a folder");
+      f.backup_dir = value;
+    }
     if (flag == "--data") f.data = value;
     if (flag == "--profile") f.profile_dir = value;
     if (flag == "--tensorboard") f.tensorboard_dir = value;
-    if (flag == "--seed") f.seed = static_cast<std::uint64_t>(parse_integer(flag, value, 0));
+    if (flag == "--seed")
+      f.seed = lockstep::parse_integer<std::uint64_t>(flag, value, 0, std::numeric_limits<std::uint64_t>::max());
     if (flag == "--strategy") {
       lockstep::require(value == "mirrored" || value == "central" || value == "multiworker", "--strategy: '", value,
                         "', expected mirrored, central or multiworker");
@@ -137,18 +159,26 @@ Flags parse(int argc, char** argv) {
   return false;
 }
 
-// The example's optional callbacks, --profile and --tensorboard, as one
-// callback object: fit takes a fixed list of callbacks, and each may be off.
+// The example's optional callbacks, --backup-dir, --profile and --tensorboard,
+// as one callback object: fit takes a fixed list of callbacks, and each may be off.
 struct Observers {
+  std::optional<lockstep::BackupAndRestore> backup;
   std::optional<lockstep::ProfileBatches> profile;
   std::optional<lockstep::TensorBoard> tensorboard;
 
   explicit Observers(const Flags& flags) {
+    if (!flags.backup_dir.empty()) backup.emplace(flags.backup_dir);
     if (!flags.profile_dir.empty()) profile.emplace(flags.profile_dir, 10, 20);
     if (!flags.tensorboard_dir.empty()) tensorboard.emplace(flags.tensorboard_dir);
   }
   template <class View>
   void on_train_begin(const lockstep::TrainInfo& info, View& view) {
+    if (backup) {  // first: where it resumes, the others start from the restored run
+      backup->on_train_begin(info, view);
+      if (backup->restored() && view.process_rank() == 0)
+        std::printf("BackupAndRestore: resumed at epoch %d step %zu from %s\n", backup->restored_from().epoch + 1,
+                    backup->restored_from().step, backup->path().c_str());
+    }
     if (profile) profile->on_train_begin(info, view);
     if (tensorboard) tensorboard->on_train_begin(info, view);
   }
@@ -160,14 +190,18 @@ struct Observers {
   void on_batch_end(std::size_t step, const lockstep::Logs& logs, View& view) {
     if (profile) profile->on_batch_end(step, logs);
     if (tensorboard) tensorboard->on_batch_end(step, logs, view);
+    if (backup) backup->on_batch_end(step, logs, view);
   }
   template <class View>
   void on_epoch_end(int epoch, const lockstep::Logs& logs, View& view) {
     if (tensorboard) tensorboard->on_epoch_end(epoch, logs, view);
+    if (backup) backup->on_epoch_end(epoch, logs, view);
   }
-  void on_train_end(const lockstep::Logs& logs) {
+  template <class View>
+  void on_train_end(const lockstep::Logs& logs, View& view) {
     if (profile) profile->on_train_end(logs);
     if (tensorboard) tensorboard->on_train_end(logs);
+    if (backup) backup->on_train_end(logs, view);
   }
 };
 
@@ -196,11 +230,17 @@ int train_model(const Flags& flags, Strategy strategy) {
   const Logs result = trainer.evaluate(model, test);
   // example-end fashion_mnist
   if (trainer.process_rank() == 0) {
-    const double steps = static_cast<double>(flags.epochs) *
-                         static_cast<double>((train.size() + flags.batch_size - 1) / flags.batch_size);
+    // What this process ran: all epochs, less what came before the backup it resumed from.
+    const double per_epoch = static_cast<double>((train.size() + flags.batch_size - 1) / flags.batch_size);
+    double steps = static_cast<double>(flags.epochs) * per_epoch;
+    double samples = static_cast<double>(flags.epochs) * static_cast<double>(train.size());
+    if (observers.backup && observers.backup->restored()) {
+      const lockstep::RunState& from = observers.backup->restored_from();
+      steps -= from.epoch * per_epoch + static_cast<double>(from.step);
+      samples -= from.epoch * static_cast<double>(train.size()) + static_cast<double>(from.step * flags.batch_size);
+    }
     std::printf("backend=%s replicas=%d fit_seconds=%.3f samples_per_s=%.0f step_ms=%.4f\n",
-                Strategy::backend::kName, trainer.global_replicas(), seconds,
-                static_cast<double>(flags.epochs) * static_cast<double>(train.size()) / seconds,
+                Strategy::backend::kName, trainer.global_replicas(), seconds, seconds > 0 ? samples / seconds : 0.0,
                 steps > 0 ? 1e3 * seconds / steps : 0.0);
     std::printf("test_accuracy=%.4f test_loss=%.4f\n", result["accuracy"], result["loss"]);
   }
@@ -229,7 +269,8 @@ template <class Plain>
 int train(const Flags& flags, Plain plain) {
   using namespace lockstep;
   using Strategy = Profiled<Plain>;
-  const Strategy strategy{plain};
+  Strategy strategy{plain};
+  strategy.set_communication(CommunicationOptions{flags.timeout_seconds});  // --timeout
   log_device_placement(flags.log_placement);
   if (flags.model == "cnn" || flags.model == "cnn_bn") {
     // Only where the backend has convolutions (the CUDA backend needs cuDNN for them).
@@ -246,46 +287,79 @@ int train(const Flags& flags, Plain plain) {
   return train_model<Sequential<Input<784>, Dense<256, Relu>, Dense<10>>>(flags, strategy);
 }
 
-int main(int argc, char** argv) {
-  try {
-    Flags flags = parse(argc, argv);
-    using namespace lockstep;
+// Builds the strategy the flags name and trains with it.
+int run(Flags flags, [[maybe_unused]] int argc, [[maybe_unused]] char** argv) {
+  using namespace lockstep;
 #if defined(LOCKSTEP_HAVE_CUDA)
-    if (!backend_given(argc, argv) && gpu::visible_devices() > 0) flags.backend = "cuda";
-    if (flags.backend == "cuda") {
-      if (flags.strategy == "multiworker") {
-#if defined(LOCKSTEP_HAVE_MPI)
-        return train(flags, MultiWorkerMirroredPolicy<NcclAllReduce>{flags.replicas_given ? flags.replicas : 1});
-#else
-        fail("--strategy multiworker: this build has no MPI; install libopenmpi-dev and rebuild");
-#endif
-      }
-      // Every visible GPU unless --replicas names how many.
-      const int gpus = flags.replicas_given ? flags.replicas : 0;
-      auto on = [&](auto policy) { return train(flags, policy); };
-      if (flags.strategy == "central")  // the variables on the first GPU
-        return on(gpus ? CudaCentralStoragePolicy{gpus} : CudaCentralStoragePolicy{});
-      if (flags.collective == "hierarchical")
-        return on(gpus ? MirroredPolicy<HierarchicalCopyAllReduce>{gpus} : MirroredPolicy<HierarchicalCopyAllReduce>{});
-      if (flags.collective == "one_device")
-        return on(gpus ? MirroredPolicy<ReductionToOneDevice<>>{gpus} : MirroredPolicy<ReductionToOneDevice<>>{});
-      return on(gpus ? MirroredPolicy<NcclAllReduce>{gpus} : MirroredPolicy<NcclAllReduce>{});
-    }
-#else
-    require(flags.backend == "host", "--backend cuda: this build has no CUDA backend; build the cuda preset "
-                                     "(cmake --preset cuda) and run build/cuda/examples/fashion_mnist_cuda");
-#endif
-    if (flags.strategy == "central") return train(flags, CentralStoragePolicy{flags.replicas});
+  if (!backend_given(argc, argv) && gpu::visible_devices() > 0) flags.backend = "cuda";
+  if (flags.backend == "cuda") {
     if (flags.strategy == "multiworker") {
 #if defined(LOCKSTEP_HAVE_MPI)
-      return train(flags, MultiWorkerMirroredPolicy<MpiAllReduce>{flags.replicas});
+      return train(flags, MultiWorkerMirroredPolicy<NcclAllReduce>{flags.replicas_given ? flags.replicas : 1});
 #else
       fail("--strategy multiworker: this build has no MPI; install libopenmpi-dev and rebuild");
 #endif
     }
-    return train(flags, MirroredPolicy<HostAllReduce>{flags.replicas});
-  } catch (const lockstep::Error& e) {
+    // Every visible GPU unless --replicas names how many.
+    const int gpus = flags.replicas_given ? flags.replicas : 0;
+    auto on = [&](auto policy) { return train(flags, policy); };
+    if (flags.strategy == "central")  // the variables on the first GPU
+      return on(gpus ? CudaCentralStoragePolicy{gpus} : CudaCentralStoragePolicy{});
+    if (flags.collective == "hierarchical")
+      return on(gpus ? MirroredPolicy<HierarchicalCopyAllReduce>{gpus} : MirroredPolicy<HierarchicalCopyAllReduce>{});
+    if (flags.collective == "one_device")
+      return on(gpus ? MirroredPolicy<ReductionToOneDevice<>>{gpus} : MirroredPolicy<ReductionToOneDevice<>>{});
+    return on(gpus ? MirroredPolicy<NcclAllReduce>{gpus} : MirroredPolicy<NcclAllReduce>{});
+  }
+#else
+  require(flags.backend == "host", "--backend cuda: this build has no CUDA backend; build the cuda preset "
+                                   "(cmake --preset cuda) and run build/cuda/examples/fashion_mnist_cuda");
+#endif
+  if (flags.strategy == "central") return train(flags, CentralStoragePolicy{flags.replicas});
+  if (flags.strategy == "multiworker") {
+#if defined(LOCKSTEP_HAVE_MPI)
+    return train(flags, MultiWorkerMirroredPolicy<MpiAllReduce>{flags.replicas});
+#else
+    fail("--strategy multiworker: this build has no MPI; install libopenmpi-dev and rebuild");
+#endif
+  }
+  return train(flags, MirroredPolicy<HostAllReduce>{flags.replicas});
+}
+
+// Whether everything printed reached stdout: a full disk or a closed pipe
+// must not look like success (exit status 1, and a line on stderr).
+int finish_output(int status) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
+  if (!failed) return status;
+  const int err = errno;
+  std::fprintf(stderr, "fashion_mnist: the output could not be written to stdout%s%s\n", err ? ": " : "",
+               err ? std::strerror(err) : "");
+  return status != 0 ? status : 1;
+}
+
+int main(int argc, char** argv) {
+  Flags flags;
+  try {
+    flags = parse(argc, argv);
+  } catch (const lockstep::Error& e) {  // a flag: the message, then how to write them
     std::cerr << e.what() << '\n' << kUsage;
     return 2;
   }
+  if (flags.help) {
+    std::cout << kUsage;
+    return finish_output(0);
+  }
+  int status = 0;
+  try {
+    status = run(flags, argc, argv);
+  } catch (const lockstep::Error& e) {  // data, memory, training: the message alone says what to change
+    std::cerr << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {  // anything else, still as a message rather than an abort
+    std::cerr << "fashion_mnist: " << e.what() << '\n';
+    return 2;
+  }
+  return finish_output(status);
 }

@@ -3,8 +3,11 @@
 // CUDA backend (compiled by nvcc).
 #pragma once
 
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/flags.hpp"
+#include "lockstep/core/input_file.hpp"
 #include "lockstep/core/rng.hpp"
 #include "lockstep/core/shape.hpp"
 #include "lockstep/core/version.hpp"
@@ -65,6 +68,7 @@
 #include "lockstep/io/safetensors.hpp"
 #include "lockstep/io/weights.hpp"
 
+#include "lockstep/callbacks/backup_and_restore.hpp"
 #include "lockstep/callbacks/csv_logger.hpp"
 #include "lockstep/callbacks/early_stopping.hpp"
 #include "lockstep/callbacks/learning_rate_scheduler.hpp"

@@ -1,9 +1,12 @@
 // The replica pool runs a job once per replica, in parallel, reusable; a
-// failing replica's error reaches the caller and releases the others.
+// failing replica's error reaches the caller and releases the others; a wait
+// past the timeout names who did not arrive.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "lockstep/backend/host/barrier.hpp"
@@ -38,4 +41,47 @@ TEST_CASE("an exception on one replica is rethrown and releases the others") {
                            abort),
                        "lockstep: replica 1 broke", lockstep::Error);
   CHECK_THROWS_AS(ReplicaPool(0), lockstep::Error);
+}
+
+TEST_CASE("a wait past the timeout of a barrier names the replicas that did not arrive and releases the others") {
+  ReplicaPool pool(3);
+  SpinBarrier barrier(3, 0.2);
+  const std::function<void()> abort = [&] { barrier.abort(); };
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(pool.run(
+                           [&](int r) {
+                             if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+                             barrier.wait(r);  // replica 2 comes late, to a barrier aborted by the others
+                           },
+                           abort),
+                       doctest::Contains("replica 2 (of 3) did not arrive"), lockstep::Error);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 2.0);
+  // Aborted for good: the owner makes a new one (as the executors make the collective anew).
+  CHECK_THROWS_WITH_AS(barrier.wait(0), doctest::Contains("did not arrive"), lockstep::Error);
+
+  // A wait that does not name its replica can only count them.
+  SpinBarrier anonymous(2, 0.05);
+  CHECK_THROWS_WITH_AS(anonymous.wait(), doctest::Contains("1 of 2 replicas did not arrive"), lockstep::Error);
+
+  // Waits within the timeout pass, many times over.
+  SpinBarrier fine(3, 5.0);
+  pool.run([&](int r) {
+    for (int i = 0; i < 1000; ++i) fine.wait(r);
+  });
+}
+
+TEST_CASE("the pool names replicas that have not returned within its timeout and still waits for them") {
+  ReplicaPool pool(2);
+  pool.set_timeout(0.1);
+  std::atomic<bool> released{false};
+  const std::function<void()> on_failure = [&] { released = true; };
+  CHECK_THROWS_WITH_AS(pool.run([&](int r) {
+                         if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+                       }, on_failure),
+                       doctest::Contains("replica 1 (of 2) had not finished"), lockstep::Error);
+  CHECK(released.load());
+  pool.run([](int) {});  // usable afterwards
+  CHECK_THROWS_AS(pool.set_timeout(0.0), lockstep::Error);
+  CHECK_THROWS_AS(SpinBarrier(2, -1.0), lockstep::Error);
 }

@@ -186,7 +186,9 @@ TEST_CASE("LearningRateScheduler sets the rate each epoch - the same run as sett
 
 TEST_CASE("TerminateOnNaN stops at the batch whose loss is not finite") {
   std::vector<float> x(60 * 6, 1.0f);
-  x[5 * 6] = std::numeric_limits<float>::infinity();  // sample 5 makes the loss of the first batch infinite
+  // Sample 5's features are finite (a data set refuses NaN and infinity) but
+  // so large that its logits, and so the loss of the first batch, are not.
+  for (std::size_t j = 0; j < 6; ++j) x[5 * 6 + j] = std::numeric_limits<float>::max();
   std::vector<std::int32_t> y(60, 0);
   const Dataset bad(std::move(x), 6, std::move(y));
   Model model{1};
@@ -220,7 +222,16 @@ TEST_CASE("CSVLogger writes Keras' columns, one flushed row per epoch, and appen
   REQUIRE(lines.size() == 5);  // no second header
   CHECK(lines[3].find(';') != std::string::npos);
   CSVLogger nowhere(dir.file("no/such/dir/log.csv"));
-  CHECK_THROWS_WITH_AS(trainer.fit(model, data(), options, nowhere), doctest::Contains("cannot open"), Error);
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data(), options, nowhere), doctest::Contains("cannot create"), Error);
+  // Written atomically: a fit that fails before its first row leaves the old file whole, not emptied.
+  struct FailAtBatch1 {
+    void on_batch_end(std::size_t step, const Logs&) { require(step != 1, "stop here"); }
+  };
+  const std::string before = read_regular_file(path, "the log");
+  CSVLogger fresh(path);
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data(), options, fresh, FailAtBatch1{}), doctest::Contains("stop here"),
+                       Error);
+  CHECK(read_regular_file(path, "the log") == before);
 }
 
 TEST_CASE("ModelCheckpoint fills Keras' fields, saves the best only where asked, and its checkpoint resumes") {

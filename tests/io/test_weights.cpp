@@ -101,7 +101,7 @@ TEST_CASE("bad files are Errors that name the file, the tensor and what was expe
     write_all(path, content);
     load_weights(target, path);
   };
-  CHECK_THROWS_WITH_AS(load_weights(target, dir.file("missing.safetensors")), doctest::Contains("cannot open"),
+  CHECK_THROWS_WITH_AS(load_weights(target, dir.file("missing.safetensors")), doctest::Contains("does not exist"),
                        Error);
   CHECK_THROWS_WITH_AS(load_bytes("short", "abc"), doctest::Contains("too short for a safetensors file"), Error);
   CHECK_THROWS_WITH_AS(load_bytes("truncated", bytes.substr(0, bytes.size() - 5)),
@@ -181,6 +181,52 @@ TEST_CASE("a checkpoint that cannot be written is an Error, and the last good fi
   if (enforced) CHECK_THROWS_AS(save_checkpoint(trainer, model, good), Error);
   std::filesystem::permissions(dir.str(), std::filesystem::perms::owner_all);
   CHECK(read_all(good) == before);
+}
+
+TEST_CASE("a checkpoint carries a CRC-32C of all its bytes: a bad, cut or foreign file is an Error, nothing restored") {
+  testing::TempDir dir;
+  const Dataset data = testing::argmax_dataset(20, 4, 2, 3);
+  Model model{1};
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> trainer{MirroredPolicy<HostAllReduce>{2}};
+  trainer.fit(model, data, testing::quiet_fit(8, 1));
+  const std::string path = dir.file("c.safetensors");
+  save_checkpoint(trainer, model, path);
+  const std::string good = read_all(path);
+  CHECK(good.find("\"crc32c\":\"") != std::string::npos);
+  CHECK(good.find("\"step\":\"") != std::string::npos);
+  const auto load_bytes = [&](const std::string& bytes) {
+    write_all(path, bytes);
+    Model target{9};
+    Trainer<OneDevicePolicy, Adam> fresh;
+    std::string message;
+    try {
+      load_checkpoint(fresh, target, path);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    if (!message.empty()) {
+      CHECK(target.parameters() == Model{9}.parameters());
+      CHECK(fresh.run_state().epoch == 0);
+    }
+    return message;
+  };
+  CHECK(load_bytes(good).empty());
+  for (const std::size_t at : {std::size_t{3}, std::size_t{20}, good.size() / 2, good.size() - 1}) {
+    std::string flipped = good;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x01);
+    CAPTURE(at);
+    const std::string message = load_bytes(flipped);
+    CHECK(!message.empty());
+    CHECK(message.find(path) != std::string::npos);
+  }
+  std::string flipped = good;
+  flipped[good.size() - 5] = static_cast<char>(flipped[good.size() - 5] ^ 0x01);  // in the optimizer's step count
+  CHECK(load_bytes(flipped).find(": bad CRC-32C: the header records ") != std::string::npos);
+  CHECK(load_bytes(good + "extra").find("bad CRC-32C") != std::string::npos);
+  CHECK(load_bytes(good.substr(0, good.size() - 1)).find(std::to_string(good.size() - 1) + " bytes, but its header describes " +
+                                                         std::to_string(good.size())) != std::string::npos);
+  save_weights(model, path);
+  CHECK(load_bytes(read_all(path)).find(": not a lockstep checkpoint") != std::string::npos);
 }
 
 TEST_CASE("initial_epoch outside [0, epochs] is an Error") {

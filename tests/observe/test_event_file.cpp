@@ -48,6 +48,12 @@ TEST_CASE("CRC-32C and TFRecord's masked CRC on known vectors") {
   CHECK(masked_crc32c(0u) == 0xa282ead8u);
 }
 
+TEST_CASE("CRC-32C of bytes in pieces equals that of the whole (core/crc32c.hpp, shared with checkpoints)") {
+  const std::string all = "123456789";
+  for (std::size_t cut = 0; cut <= all.size(); ++cut)
+    CHECK(lockstep::crc32c(all.substr(cut), lockstep::crc32c(all.substr(0, cut))) == 0xE3069283u);
+}
+
 TEST_CASE("protobuf fields: varints, keys, fixed64, fixed32, length-delimited") {
   std::string out;
   proto::put_varint(out, 300);

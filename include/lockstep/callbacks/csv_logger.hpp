@@ -1,17 +1,25 @@
 // CSVLogger: Keras' callback. One row per epoch: "epoch" (0-based, as Keras
 // writes it), then every value of the epoch's logs in the alphabetical order
 // of their names, joined by `separator`; the header first unless appending to
-// a file that has rows. Each row is flushed as it is written. Only rank 0
-// writes; a file that cannot be opened is an Error when fit starts.
+// a file that has rows. Only rank 0 writes; a folder that cannot be written
+// is an Error when fit starts.
+//
+// Each epoch rewrites the whole file atomically (core/atomic_file.hpp: a
+// temporary file, fsynced, renamed over the old one) instead of appending to
+// an open stream, so a crash or a full disk leaves the file with every row
+// of the epochs before, never a torn last row, and a file being appended to
+// is not emptied before the first new row is safe. The file holds a row an
+// epoch, so rewriting it costs next to nothing.
 #pragma once
 
 #include <algorithm>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/atomic_file.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/input_file.hpp"
 #include "lockstep/train/logs.hpp"
 
 namespace lockstep {
@@ -27,14 +35,11 @@ class CSVLogger {
   void on_train_begin(const TrainInfo&, View& view) {
     writes_ = view.process_rank() == 0;
     if (!writes_) return;
-    bool has_rows = false;
-    if (append_) {
-      std::ifstream existing(filename_);
-      has_rows = existing && existing.peek() != std::ifstream::traits_type::eof();
-    }
-    out_.open(filename_, append_ ? std::ios::app : std::ios::trunc);
-    require(static_cast<bool>(out_), "CSVLogger: cannot open '", filename_, "' for writing");
-    header_written_ = has_rows;
+    text_.clear();
+    if (append_ && ::access(filename_.c_str(), F_OK) == 0) text_ = read_regular_file(filename_, "a CSV log");
+    { AtomicFile probe(filename_, "CSVLogger"); }  // the folder takes a new file; the old one is kept
+    header_written_ = !text_.empty();
+    if (header_written_ && text_.back() != '\n') text_ += '\n';  // a row cut short by another writer
   }
 
   void on_epoch_end(int epoch, const Logs& logs) {
@@ -43,27 +48,22 @@ class CSVLogger {
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logs.name(a) < logs.name(b); });
     if (!header_written_) {
-      out_ << "epoch";
-      for (std::size_t i : order) out_ << separator_ << logs.name(i);
-      out_ << '\n';
+      text_ += "epoch";
+      for (std::size_t i : order) text_ += separator_ + logs.name(i);
+      text_ += '\n';
       header_written_ = true;
     }
-    out_ << epoch;
-    for (std::size_t i : order) out_ << separator_ << detail::shortest(logs.value(i));
-    out_ << '\n';
-    out_.flush();
-    require(static_cast<bool>(out_), "CSVLogger: could not write to '", filename_, "' (is the disk full?)");
-  }
-
-  void on_train_end(const Logs&) {
-    if (out_.is_open()) out_.close();
+    text_ += std::to_string(epoch);
+    for (std::size_t i : order) text_ += separator_ + detail::shortest(logs.value(i));
+    text_ += '\n';
+    AtomicFile::write_whole(filename_, "CSVLogger", text_);
   }
 
  private:
   std::string filename_, separator_;
   bool append_;
   bool writes_ = false, header_written_ = false;
-  std::ofstream out_;
+  std::string text_;  // the whole file: the rows it had (when appending), then this fit's
 };
 
 }  // namespace lockstep

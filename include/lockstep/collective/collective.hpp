@@ -19,6 +19,10 @@
 //   reduce_update(r, grads, count, params_count, update), shard(r, count)
 //       the all-reduce fused with a sharded optimizer step (shared memory)
 //   release_after_failure()                      device work to drop after a failure
+//   set_timeout(double seconds), set_step(std::int64_t step)
+//       CommunicationOptions::timeout_seconds for every wait on the other
+//       replicas or processes, and the step under way (-1: none) for the
+//       message of a wait that timed out (configure_group below)
 //   kCapturable, kPartial, kSharedDevices        capabilities, false by default:
 //       calls may be recorded in a CUDA graph; calls on parts of the buffer
 //       may overlap backward; several replicas may share one device
@@ -37,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/traits.hpp"
 
@@ -154,6 +159,22 @@ template <class G, class = void>
 struct shared_devices : std::false_type {};
 template <class G>
 struct shared_devices<G, std::enable_if_t<G::kSharedDevices>> : std::true_type {};
+
+template <class G>
+using group_set_timeout = decltype(std::declval<G&>().set_timeout(1.0));
+template <class G>
+using group_set_step = decltype(std::declval<G&>().set_step(std::int64_t{}));
+
+// The options into a group that takes them (a group without waits of its own ignores them).
+template <class G>
+void configure_group(G& group, const CommunicationOptions& options) {
+  if constexpr (is_detected<group_set_timeout, G>) group.set_timeout(options.timeout_seconds);
+}
+// The step under way, for a timeout's message; -1 once it is over.
+template <class G>
+void set_group_step(G& group, std::int64_t step) {
+  if constexpr (is_detected<group_set_step, G>) group.set_step(step);
+}
 
 // group.release_after_failure() where the group has device work to drop.
 template <class G>

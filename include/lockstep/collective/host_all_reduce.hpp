@@ -24,6 +24,7 @@
 #include "lockstep/backend/host/queue.hpp"
 #include "lockstep/backend/host/sum_of_two.hpp"
 #include "lockstep/collective/collective.hpp"
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -56,13 +57,20 @@ struct HostAllReduce {
     explicit Group(int replicas)
         : replicas_(replicas),
           buffers_(static_cast<std::size_t>(std::max(replicas, 1))),
-          barrier_(replicas) {
+          barrier_(std::max(replicas, 1)) {
       require(replicas >= 1, "HostAllReduce: ", replicas, " replicas, expected at least 1");
     }
     // The collective contract's form: one replica per entry.
     explicit Group(const std::vector<int>& devices) : Group(static_cast<int>(devices.size())) {}
 
     int size() const { return replicas_; }
+
+    // How long a replica waits for the others (CommunicationOptions), and
+    // the step under way, for a timeout's message (-1: outside a step).
+    void set_timeout(double seconds) { barrier_.set_timeout(seconds); }
+    void set_step(std::int64_t step) { step_ = step; }
+    // The name a timeout's message gives this group (MpiAllReduce's local part).
+    void set_label(std::string label) { label_ = std::move(label); }
 
     // Called by every replica with a buffer of the same `count`.
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
@@ -102,7 +110,7 @@ struct HostAllReduce {
         return;
       }
       buffers_[static_cast<std::size_t>(replica)] = grads;
-      barrier_.wait();
+      wait(replica, "reduce_update", count, "arriving");
       const auto [first, last] = shard(replica, count);
       const std::size_t split = std::clamp(params_count, first, last);
       reduce_chunk(split, last, 1.0f, Deliver::kRoot, replica);
@@ -110,7 +118,7 @@ struct HostAllReduce {
       // Every shard is updated before any replica computes with the
       // parameters again, and every gradient chunk is read before its owner
       // writes the next step's gradients into it.
-      barrier_.wait();
+      wait(replica, "reduce_update", count, "updating its shard");
     }
 
     // The range [first, last) of a `count`-long buffer that `replica` reduces
@@ -132,12 +140,25 @@ struct HostAllReduce {
     void reduce(int replica, float* data, std::size_t count, ReduceOp op, bool everywhere) {
       if (replicas_ == 1) return;  // the sum and the mean of one buffer are itself
       buffers_[static_cast<std::size_t>(replica)] = data;
-      barrier_.wait();
+      const char* const call = everywhere ? "all_reduce" : "reduce_to_root";
+      wait(replica, call, count, "arriving");
       const auto [first, last] = shard(replica, count);
       const float scale = op == ReduceOp::kMean ? 1.0f / static_cast<float>(replicas_) : 1.0f;
       reduce_chunk(first, last, scale, everywhere ? Deliver::kEveryone : Deliver::kRoot, replica);
       // Every buffer is whole before any replica returns and writes its own again.
-      barrier_.wait();
+      wait(replica, call, count, "summing its chunk");
+    }
+
+    // barrier_.wait, whose timeout names the call, its bytes, the step and
+    // the replicas that had not arrived (`phase`: what they had not finished).
+    void wait(int replica, const char* call, std::size_t count, const char* phase) {
+      barrier_.wait(replica, [&](const host::Stall& stall) {
+        return detail::concat(label_, ": ", call, " of ", count * sizeof(float), " bytes",
+                              step_ >= 0 ? detail::concat(" in step ", step_, " of this fit (counted from 0 over its "
+                                                          "epochs)")
+                                         : std::string(" outside a training step"),
+                              " timed out (", phase, "): ", stall.text(), ". ", detail::kAfterTimeout);
+      });
     }
 
     // reduce_update's optimizer step on [first, last), this replica's chunk.
@@ -205,6 +226,8 @@ struct HostAllReduce {
     int replicas_;
     std::vector<float*> buffers_;
     host::SpinBarrier barrier_;
+    std::int64_t step_ = -1;
+    std::string label_ = kName;
   };
 };
 

@@ -4,11 +4,15 @@
 // one rank, so every rank receives the same bits), then shared back.
 // MPI is called from replica 0 only, the thread that called fit, so
 // MPI_THREAD_FUNNELED is enough. Needs <mpi.h>: link lockstep::mpi.
+// Every MPI call is non-blocking and polled against a deadline
+// (CommunicationOptions::timeout_seconds): a stopped or unreachable rank
+// ends the job with a message naming the rank waited for, instead of a hang.
 #pragma once
 
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +20,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lockstep/core/backend_tags.hpp"
@@ -24,6 +29,7 @@
 #include "lockstep/backend/host/queue.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/collective/host_all_reduce.hpp"
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep {
@@ -114,13 +120,24 @@ class MpiProcesses {
     std::abort();
   }
 
+  // How long a rank waits for the others in any MPI call, and the step under
+  // way (-1: none) for the message of one that timed out.
+  void set_timeout(double seconds) {
+    timeout_ = checked(CommunicationOptions{seconds}, "MPI collective").timeout_seconds;
+  }
+  void set_step(std::int64_t step) { step_ = step; }
+
   // Main thread only, every process: rank 0's bytes everywhere.
   void broadcast_from_root(void* data, std::size_t bytes) {
-    mpi_check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm_), "MPI_Bcast");
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm_, &request), "MPI_Ibcast");
+    collective_wait(request, "MPI_Ibcast", bytes);
   }
   void sum_across_processes(double* values, std::size_t count) {
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm_),
-              "MPI_Allreduce");
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm_, &request),
+              "MPI_Iallreduce");
+    collective_wait(request, "MPI_Iallreduce", count * sizeof(double));
   }
   // Every rank must pass the same values; otherwise every rank throws an
   // Error naming what differs and each rank's value, so none is left waiting.
@@ -129,16 +146,19 @@ class MpiProcesses {
   std::vector<std::string> gather_to_root(const std::string& text) {
     const int length = static_cast<int>(text.size());
     std::vector<int> lengths(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
-    mpi_check(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_), "MPI_Gather");
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_, &request), "MPI_Igather");
+    collective_wait(request, "MPI_Igather (the placement log's lengths)", sizeof(int));
     std::size_t total = 0;
     for (std::size_t r = 0; r < lengths.size(); ++r) {
       displs[r] = static_cast<int>(total);
       total += static_cast<std::size_t>(lengths[r]);
     }
     std::vector<char> all(rank_ == 0 ? total + 1 : 1);
-    mpi_check(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0,
-                          comm_),
-              "MPI_Gatherv");
+    mpi_check(MPI_Igatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0,
+                           comm_, &request),
+              "MPI_Igatherv");
+    collective_wait(request, "MPI_Igatherv (the placement log)", text.size());
     std::vector<std::string> out;
     if (rank_ != 0) return out;
     for (std::size_t r = 0; r < lengths.size(); ++r)
@@ -147,9 +167,12 @@ class MpiProcesses {
   }
   void check_same_across_processes(const char* const* names, const std::uint64_t* values, std::size_t count) {
     std::vector<std::uint64_t> all(count * static_cast<std::size_t>(size_));
-    mpi_check(MPI_Allgather(values, static_cast<int>(count), MPI_UINT64_T, all.data(), static_cast<int>(count),
-                            MPI_UINT64_T, comm_),
-              "MPI_Allgather");
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallgather(values, static_cast<int>(count), MPI_UINT64_T, all.data(), static_cast<int>(count),
+                             MPI_UINT64_T, comm_, &request),
+              "MPI_Iallgather");
+    collective_wait(request, "MPI_Iallgather (the check that every rank runs the same layout)",
+                    count * sizeof(std::uint64_t));
     std::ostringstream differ;
     for (std::size_t i = 0; i < count; ++i) {
       bool same = true;
@@ -164,8 +187,78 @@ class MpiProcesses {
   }
 
  protected:
+  using Clock = std::chrono::steady_clock;
+
+  // Polls `count` requests until all are done or `deadline` passes; returns
+  // whether they all completed (those done are MPI_REQUEST_NULL, the others
+  // left as they are). A fast partner is met by spinning; a wait that lasts
+  // yields, then naps 100 us at a time, so a rank waiting for a stopped peer
+  // does not burn a core. The clock is read every 64 polls.
+  bool poll(MPI_Request* requests, int count, Clock::time_point deadline) {
+    Clock::time_point start{};
+    bool nap = false;
+    for (std::uint32_t polls = 0;; ++polls) {
+      bool done = true;
+      for (int i = 0; i < count; ++i) {
+        if (requests[i] == MPI_REQUEST_NULL) continue;
+        int flag = 0;
+        mpi_check(MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE), "MPI_Test");
+        done = done && flag != 0;
+      }
+      if (done) return true;
+      if (polls < 1024) continue;
+      if (polls % 64 == 0) {
+        const Clock::time_point now = Clock::now();
+        if (polls == 1024) start = now;
+        if (now >= deadline) return false;
+        nap = now - start > std::chrono::milliseconds(10);
+      }
+      if (nap)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      else
+        std::this_thread::yield();
+    }
+  }
+  // The deadline of a call starting now.
+  Clock::time_point deadline() const {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+  }
+
+  // " in step 17 of this fit (counted from 0 over its epochs)", or outside one.
+  std::string step_text() const {
+    return step_ >= 0 ? concat(" in step ", step_, " of this fit (counted from 0 over its epochs)")
+                      : std::string(" outside a training step (the start of fit, evaluation or the placement log)");
+  }
+  // "rank 1" / "ranks 1, 2": every rank but this one.
+  std::string other_ranks() const {
+    std::string out = size_ == 2 ? "rank " : "ranks ";
+    bool first = true;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      out += concat(first ? "" : ", ", r);
+      first = false;
+    }
+    return out;
+  }
+
+  // A process-level collective's wait. On timeout the request cannot be
+  // taken back and the communicator is unusable, so the job ends here, as
+  // after a failure in a step (end_job_after_failure), naming the call.
+  void collective_wait(MPI_Request& request, const char* call, std::size_t bytes) {
+    if (poll(&request, 1, deadline())) return;
+    const std::string message = concat(
+        "lockstep: ", call, " of ", bytes, " bytes", step_text(), " did not complete within ", timeout_,
+        " s on rank ", rank_, " of ", size_, ": waiting for ", other_ranks(),
+        size_ > 2 ? " (MPI does not say which of them has not taken part)" : "",
+        " (stopped, hung or unreachable). The job ends; if a rank really takes this long, raise "
+        "CommunicationOptions::timeout_seconds (strategy.set_communication)");
+    end_job_after_failure(message.c_str());
+  }
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, node_size_ = 1, node_rank_ = 0;
+  double timeout_ = CommunicationOptions{}.timeout_seconds;
+  std::int64_t step_ = -1;
 };
 
 }  // namespace detail
@@ -182,7 +275,7 @@ struct MpiAllReduce {
                           ? "HostAllReduce over the " + std::to_string(local_replicas) + " replicas of each process, then "
                           : std::string();
     if (processes <= 1) return out + "no other process to combine with";
-    out += detail::concat("a ring over ", processes, " processes (MPI_Sendrecv from replica 0's thread): reduce-scatter "
+    out += detail::concat("a ring over ", processes, " processes (MPI_Isend/MPI_Irecv from replica 0's thread): reduce-scatter "
                           "in ", processes, " chunks of up to ", detail::largest_part(count, processes, 1),
                           " floats, then all-gather, ", 2 * (processes - 1), " steps");
     if (local_replicas > 1) out += ", then the sum copied to the other local replicas";
@@ -191,10 +284,28 @@ struct MpiAllReduce {
 
   class Group : public detail::MpiProcesses {
    public:
-    explicit Group(int local_replicas) : local_(local_replicas), barrier_(local_replicas) {}
+    explicit Group(int local_replicas) : local_(local_replicas), barrier_(std::max(local_replicas, 1)) {
+      local_.set_label(detail::concat("MpiAllReduce (its HostAllReduce over the ", local_replicas,
+                                      " replicas of rank ", rank_, " of ", size_, ")"));
+      set_timeout(timeout_);
+    }
     explicit Group(const std::vector<int>& devices) : Group(static_cast<int>(devices.size())) {}
 
     int size() const { return local_.size() * size_; }
+
+    // One timeout for the local replicas' barriers and every MPI call. The
+    // local replicas wait for replica 0's exchange with the other ranks for
+    // twice as long: that exchange has its own deadline, and ends the job
+    // with the better message (which rank it waited for).
+    void set_timeout(double seconds) {
+      detail::MpiProcesses::set_timeout(seconds);
+      local_.set_timeout(seconds);
+      barrier_.set_timeout(2 * seconds);
+    }
+    void set_step(std::int64_t step) {
+      detail::MpiProcesses::set_step(step);
+      local_.set_step(step);
+    }
 
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
       local_.all_reduce(replica, data, count, ReduceOp::kSum);
@@ -203,9 +314,9 @@ struct MpiAllReduce {
           across_processes(data, count);
           root_buffer_ = data;
         }
-        barrier_.wait();
+        wait_for_exchange(replica, count);
         if (replica != 0) std::memcpy(data, root_buffer_, count * sizeof(float));
-        barrier_.wait();
+        wait_for_exchange(replica, count);
       }
       if (op == ReduceOp::kMean) {
         const float scale = 1.0f / static_cast<float>(size());
@@ -223,7 +334,41 @@ struct MpiAllReduce {
     }
 
    private:
-    // A ring reduce-scatter, then a ring all-gather, with MPI_Sendrecv to the
+    void wait_for_exchange(int replica, std::size_t count) {
+      barrier_.wait(replica, [&](const host::Stall& stall) {
+        return detail::concat("MpiAllReduce: all_reduce of ", count * sizeof(float), " bytes", step_text(),
+                              " on rank ", rank_, " of ", size_, ": the local replicas waited for replica 0's "
+                              "exchange with the other ranks and timed out: ", stall.text(), ". ",
+                              detail::kAfterTimeout);
+      });
+    }
+
+    // One ring step: send `send_count` floats to the right, receive
+    // `recv_count` from the left, non-blocking, polled until `deadline`. On
+    // timeout an Error (the job then ends: end_job_after_failure) says which
+    // side had not completed: a rank in a ring sees only its neighbours, so
+    // the rank at fault may be further round.
+    void ring_step(const float* send, int send_count, float* recv, int recv_count, int tag, const char* phase,
+                   int step, std::size_t bytes, Clock::time_point deadline) {
+      const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+      MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      detail::mpi_check(MPI_Irecv(recv, recv_count, MPI_FLOAT, left, tag, comm_, &requests[0]), "MPI_Irecv");
+      detail::mpi_check(MPI_Isend(send, send_count, MPI_FLOAT, right, tag, comm_, &requests[1]), "MPI_Isend");
+      if (poll(requests, 2, deadline)) return;
+      std::string waiting;
+      if (requests[0] != MPI_REQUEST_NULL)
+        waiting = detail::concat("rank ", left, ", its left neighbour in the ring, which has not sent its chunk");
+      if (requests[1] != MPI_REQUEST_NULL)
+        waiting += detail::concat(waiting.empty() ? "" : ", and for ", "rank ", right,
+                                  ", its right neighbour, which has not taken this rank's chunk");
+      fail("MpiAllReduce: the ring all-reduce of ", bytes, " bytes", step_text(), " did not finish within ", timeout_,
+           " s on rank ", rank_, " of ", size_, " (", phase, " step ", step + 1, " of ", size_ - 1, "): waiting for ",
+           waiting, " (stopped, hung or unreachable; a rank sees only its neighbours in the ring, so the rank at "
+           "fault may be further round). The job ends: a timed-out MPI call cannot be taken back. If a rank really "
+           "takes this long, raise CommunicationOptions::timeout_seconds (strategy.set_communication)");
+    }
+
+    // A ring reduce-scatter, then a ring all-gather, with MPI_Isend/MPI_Irecv to the
     // next rank: in P-1 steps each rank adds the chunk its left neighbour
     // sends to its own copy, so chunk k is summed along the ring (in an order
     // fixed by the ranks alone) and ends complete on rank k; P-1 more steps
@@ -246,16 +391,15 @@ struct MpiAllReduce {
         incoming_.assign(static_cast<std::size_t>(*std::max_element(counts_.begin(), counts_.end())), 0.0f);
       }
       if (count == 0) return;
-      const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+      const Clock::time_point until = deadline();  // one deadline for the whole exchange
+      const std::size_t bytes = count * sizeof(float);
       const auto chunk = [&](int step_back) {  // the chunk `step_back` ranks to the left of this one
         return static_cast<std::size_t>(((rank_ - step_back) % size_ + size_) % size_);
       };
       for (int step = 0; step < size_ - 1; ++step) {  // reduce-scatter: send chunk rank-1-step, add chunk rank-2-step
         const std::size_t out = chunk(1 + step), in = chunk(2 + step);
-        detail::mpi_check(MPI_Sendrecv(data + displs_[out], counts_[out], MPI_FLOAT, right, kReduceTag,
-                                       incoming_.data(), counts_[in], MPI_FLOAT, left, kReduceTag, comm_,
-                                       MPI_STATUS_IGNORE),
-                          "MPI_Sendrecv (reduce-scatter)");
+        ring_step(data + displs_[out], counts_[out], incoming_.data(), counts_[in], kReduceTag, "reduce-scatter", step,
+                  bytes, until);
         float* const sum = data + displs_[in];
         const float* const add = incoming_.data();
         const std::size_t n = static_cast<std::size_t>(counts_[in]);
@@ -264,10 +408,8 @@ struct MpiAllReduce {
       }
       for (int step = 0; step < size_ - 1; ++step) {  // all-gather: pass complete chunks to the right
         const std::size_t out = chunk(step), in = chunk(1 + step);
-        detail::mpi_check(MPI_Sendrecv(data + displs_[out], counts_[out], MPI_FLOAT, right, kGatherTag,
-                                       data + displs_[in], counts_[in], MPI_FLOAT, left, kGatherTag, comm_,
-                                       MPI_STATUS_IGNORE),
-                          "MPI_Sendrecv (all-gather)");
+        ring_step(data + displs_[out], counts_[out], data + displs_[in], counts_[in], kGatherTag, "all-gather", step,
+                  bytes, until);
       }
     }
 

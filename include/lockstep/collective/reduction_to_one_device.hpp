@@ -18,6 +18,7 @@
 #include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/queue.hpp"
 #include "lockstep/collective/collective.hpp"
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep {
@@ -43,7 +44,9 @@ struct ReductionToOneDevice<Host> {
   class Group : public detail::SingleProcess {
    public:
     explicit Group(int replicas)
-        : replicas_(replicas), buffers_(static_cast<std::size_t>(replicas > 0 ? replicas : 1)), barrier_(replicas) {
+        : replicas_(replicas),
+          buffers_(static_cast<std::size_t>(replicas > 0 ? replicas : 1)),
+          barrier_(replicas > 0 ? replicas : 1) {
       require(replicas >= 1, "ReductionToOneDevice: ", replicas, " replicas, expected at least 1");
     }
     explicit Group(const std::vector<int>& devices) : Group(static_cast<int>(devices.size())) {}
@@ -69,11 +72,27 @@ struct ReductionToOneDevice<Host> {
     // Releases replicas waiting in all_reduce after one of them failed.
     void abort() { barrier_.abort(); }
 
+    // How long a replica waits for the others, and the step under way (-1:
+    // none), for a timeout's message.
+    void set_timeout(double seconds) { barrier_.set_timeout(seconds); }
+    void set_step(std::int64_t step) { step_ = step; }
+
    private:
+    void wait(int replica, bool everywhere, std::size_t count) {
+      barrier_.wait(replica, [&](const host::Stall& stall) {
+        return detail::concat(kName, ": ", everywhere ? "all_reduce" : "reduce_to_root", " of ", count * sizeof(float),
+                              " bytes",
+                              step_ >= 0 ? detail::concat(" in step ", step_, " of this fit (counted from 0 over its "
+                                                          "epochs)")
+                                         : std::string(" outside a training step"),
+                              " timed out: ", stall.text(), ". ", detail::kAfterTimeout);
+      });
+    }
+
     void reduce(int replica, float* data, std::size_t count, ReduceOp op, bool everywhere) {
       if (replicas_ == 1) return;  // the sum and the mean of one buffer are itself
       buffers_[static_cast<std::size_t>(replica)] = data;
-      barrier_.wait();  // every buffer is visible to replica 0
+      wait(replica, everywhere, count);  // every buffer is visible to replica 0
       if (replica == 0) {
         const float scale = op == ReduceOp::kMean ? 1.0f / static_cast<float>(replicas_) : 1.0f;
         // In place, element by element: replica 0's value is read before it is overwritten.
@@ -83,15 +102,16 @@ struct ReductionToOneDevice<Host> {
           data[i] = scale != 1.0f ? acc * scale : acc;
         }
       }
-      barrier_.wait();  // replica 0's result is complete
+      wait(replica, everywhere, count);  // replica 0's result is complete
       if (everywhere && replica != 0 && count > 0) std::memcpy(data, buffers_[0], count * sizeof(float));
       // Replica 0 may not touch its buffer again until every copy from it is done.
-      barrier_.wait();
+      wait(replica, everywhere, count);
     }
 
     int replicas_;
     std::vector<float*> buffers_;
     host::SpinBarrier barrier_;
+    std::int64_t step_ = -1;
   };
 };
 

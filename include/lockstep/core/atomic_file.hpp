@@ -49,6 +49,7 @@ class AtomicFile {
     if (::fsync(fd_) != 0) give_up("could not flush to disk", tmp_);
     const int fd = std::exchange(fd_, -1);
     if (::close(fd) != 0) give_up("could not close", tmp_);
+    if (test_hook_before_rename) test_hook_before_rename(tmp_, path_);
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) give_up("could not move the new file over", path_);
     committed_ = true;
     const std::size_t slash = path_.find_last_of('/');
@@ -59,6 +60,12 @@ class AtomicFile {
       ::close(dfd);
     }
   }
+
+  // For tests of a crash mid-write (tests/resume/): when set, commit() calls
+  // it with the complete, flushed temporary file and the target just before
+  // the rename, where a test may kill the process. Null otherwise, which
+  // costs one test per file written.
+  static inline void (*test_hook_before_rename)(const std::string& tmp, const std::string& path) = nullptr;
 
   // `content` into `path`, atomically, in one call.
   static void write_whole(const std::string& path, const std::string& who, const std::string& content) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/input_file.hpp"
 #include "lockstep/data/dataset.hpp"
 
 namespace lockstep {
@@ -33,24 +34,8 @@ struct CsvOptions {
 
 namespace detail {
 
-inline std::string csv_read_file(const std::string& path) {
-  errno = 0;
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) {
-    const int err = errno;
-    if (err == ENOENT) fail(path, ": file does not exist");
-    fail(path, ": file cannot be opened: ", std::strerror(err));
-  }
-  std::string text;
-  char buffer[1 << 16];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
-  const bool failed = std::ferror(file) != 0;
-  const int err = errno;
-  std::fclose(file);
-  require(!failed, path, ": read failed: ", std::strerror(err));
-  return text;
-}
+// Only a regular file: a FIFO or /dev/zero would block or never end.
+inline std::string csv_read_file(const std::string& path) { return read_regular_file(path, "a CSV file"); }
 
 inline bool csv_is_space(char c) { return c == ' ' || c == '\t'; }
 

@@ -21,6 +21,8 @@
 #include <zlib.h>
 #endif
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
 #include <cstddef>
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/input_file.hpp"
 #include "lockstep/data/dataset.hpp"
 
 namespace lockstep {
@@ -106,11 +109,13 @@ inline std::size_t gz_read_fully(gzFile file, const std::string& path, std::uint
 }
 
 inline GzHandle gz_open_for_read(const std::string& path) {
+  // Only a regular file: a FIFO or /dev/zero would block or never end.
+  const int fd = open_regular_file(path, "an IDX file");
   errno = 0;
-  GzHandle file(gzopen(path.c_str(), "rb"));
+  GzHandle file(gzdopen(fd, "rb"));
   if (!file) {
     const int err = errno;
-    if (err == ENOENT) fail(path, ": file does not exist");
+    ::close(fd);
     fail(path, ": file cannot be opened: ", err ? std::strerror(err) : "out of memory");
   }
   // Fewer, larger read() calls than zlib's 8 KiB default; the big win is that
@@ -153,11 +158,13 @@ struct FileCloser {
 class IdxSource {
  public:
   explicit IdxSource(const std::string& path) : path_(path) {
+    // Only a regular file: a FIFO or /dev/zero would block or never end.
+    const int fd = open_regular_file(path, "an IDX file");
     errno = 0;
-    file_.reset(std::fopen(path.c_str(), "rb"));
+    file_.reset(::fdopen(fd, "rb"));
     if (!file_) {
       const int err = errno;
-      if (err == ENOENT) fail(path, ": file does not exist");
+      ::close(fd);
       fail(path, ": file cannot be opened: ", err ? std::strerror(err) : "unknown error");
     }
     // Looked at through a small buffer rather than by seeking back, so that a

@@ -71,7 +71,9 @@ class Loader {
 
   // The most rows a replica gets in any step.
   static std::size_t slice_capacity(std::size_t global_batch, int replicas) {
-    return (global_batch + static_cast<std::size_t>(replicas) - 1) / static_cast<std::size_t>(replicas);
+    // Written so that no batch size, however large, wraps around.
+    const std::size_t n = static_cast<std::size_t>(replicas);
+    return global_batch / n + (global_batch % n != 0 ? 1 : 0);
   }
 
   const std::vector<std::uint32_t>& order() const { return order_; }

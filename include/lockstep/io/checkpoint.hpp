@@ -2,7 +2,10 @@
 // safetensors file: the model's variables (as save_weights names them), the
 // optimizer's slots ("optimizer/m", "optimizer/v", "optimizer/velocity") and
 // step count ("optimizer/iterations", I64), and the trainer's run state
-// (epoch, seed, steps done) in __metadata__. Then
+// (epoch, step, seed, steps done) in __metadata__, with a CRC-32C of the
+// whole file ("crc32c") that every load checks: a corrupt, truncated or
+// foreign file is an Error naming the file and what is wrong, never a run
+// resumed from bad state. Then
 //   fit(epochs = 2)  equals  fit(epochs = 1); save_checkpoint; load_checkpoint
 //   into a fresh trainer and model; fit(epochs = 2, initial_epoch = 1)
 // bit for bit, whatever the strategy. Under several processes every rank
@@ -23,9 +26,11 @@
 
 namespace lockstep {
 
-// Writes a snapshot of a Model's run (with its run state) to `path`.
+// Writes a snapshot of a Model's run (with its run state) to `path`;
+// `extra` adds __metadata__ entries of the caller's (BackupAndRestore's).
 template <class Model>
-void write_checkpoint(const Snapshot& snap, const std::string& path) {
+void write_checkpoint(const Snapshot& snap, const std::string& path,
+                      const std::map<std::string, std::string>& extra = {}) {
   std::vector<io::TensorView> tensors = io::detail::variable_tensors<Model>(snap.params.data(), snap.state.data());
   std::string slot_names;
   for (const Snapshot::Slot& s : snap.slots) {
@@ -34,13 +39,59 @@ void write_checkpoint(const Snapshot& snap, const std::string& path) {
     slot_names += (slot_names.empty() ? "" : ",") + s.name;
   }
   tensors.push_back({"optimizer/iterations", "I64", {1}, &snap.iterations, sizeof snap.iterations});
-  io::write_safetensors(path, tensors,
-                        {{"format", "lockstep checkpoint"},
-                         {"layout_hash", io::detail::hex(Model::kLayoutHash)},
-                         {"optimizer_slots", slot_names},
-                         {"epoch", std::to_string(snap.run.epoch)},
-                         {"seed", std::to_string(snap.run.seed)},
-                         {"steps_done", std::to_string(snap.run.steps_done)}});
+  std::map<std::string, std::string> metadata = extra;
+  metadata.insert({{"format", "lockstep checkpoint"},
+                   {"layout_hash", io::detail::hex(Model::kLayoutHash)},
+                   {"optimizer_slots", slot_names},
+                   {"epoch", std::to_string(snap.run.epoch)},
+                   {"step", std::to_string(snap.run.step)},
+                   {"seed", std::to_string(snap.run.seed)},
+                   {"steps_done", std::to_string(snap.run.steps_done)}});
+  io::write_safetensors(path, tensors, metadata, "crc32c");
+}
+
+// Reads and checks the checkpoint at `path` (its CRC, that it is one, that
+// it fits Model) into a snapshot; `metadata`, where given, gets its
+// __metadata__. Touches no trainer.
+template <class Model>
+Snapshot read_checkpoint(const std::string& path, std::map<std::string, std::string>* metadata = nullptr) {
+  const io::SafetensorsFile file(path);  // sizes, header and ranges checked
+  const auto format = file.metadata().find("format");
+  if (format == file.metadata().end() || format->second != "lockstep checkpoint")
+    fail(path, ": not a lockstep checkpoint (its __metadata__ format is '",
+         format == file.metadata().end() ? "" : format->second, "', expected 'lockstep checkpoint'",
+         format != file.metadata().end() && format->second == "lockstep" ? "; it is a save_weights file: load_weights" : "",
+         ")");
+  require(file.metadata().count("crc32c") == 1, path,
+          ": a lockstep checkpoint without a crc32c in its __metadata__ (written before lockstep 0.2, or altered), "
+          "so its contents cannot be checked; load_weights reads its variables");
+  file.check_crc32c("crc32c");
+  Snapshot snap;
+  snap.params.resize(Model::kParams);
+  snap.state.resize(Model::kState);
+  io::detail::read_variables<Model>(file, snap.params.data(), snap.state.data());
+  const std::string& names = file.metadata("optimizer_slots");
+  for (std::size_t at = 0; at < names.size();) {
+    const std::size_t comma = std::min(names.find(',', at), names.size());
+    Snapshot::Slot slot{names.substr(at, comma - at), std::vector<float>(Model::kParams)};
+    file.read("optimizer/" + slot.name, "F32", {static_cast<std::int64_t>(Model::kParams)}, slot.values.data());
+    snap.slots.push_back(std::move(slot));
+    at = comma + 1;
+  }
+  file.read("optimizer/iterations", "I64", {1}, &snap.iterations);
+  const auto number = [&](const char* key) {
+    const std::string& text = file.metadata(key);
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    require(!text.empty() && *end == '\0', path, ": __metadata__ '", key, "' is '", text, "', expected a count");
+    return static_cast<std::uint64_t>(v);
+  };
+  snap.run.epoch = static_cast<int>(number("epoch"));
+  snap.run.step = static_cast<std::size_t>(number("step"));
+  snap.run.seed = number("seed");
+  snap.run.steps_done = number("steps_done");
+  if (metadata) *metadata = file.metadata();
+  return snap;
 }
 
 // Rank 0 writes; every rank returns once the file is complete (a broadcast
@@ -65,33 +116,10 @@ void save_checkpoint(Trainer& trainer, const Model& model, const std::string& pa
 
 // Restores `model`, the trainer's optimizer state for it and the run state;
 // continue with fit(..., options.initial_epoch = trainer.run_state().epoch).
+// On any Error (a bad file) nothing is changed.
 template <class Trainer, class Model>
 void load_checkpoint(Trainer& trainer, Model& model, const std::string& path) {
-  const io::SafetensorsFile file(path);
-  Snapshot snap;
-  snap.params.resize(Model::kParams);
-  snap.state.resize(Model::kState);
-  io::detail::read_variables<Model>(file, snap.params.data(), snap.state.data());
-  const std::string& names = file.metadata("optimizer_slots");
-  for (std::size_t at = 0; at < names.size();) {
-    const std::size_t comma = std::min(names.find(',', at), names.size());
-    Snapshot::Slot slot{names.substr(at, comma - at), std::vector<float>(Model::kParams)};
-    file.read("optimizer/" + slot.name, "F32", {static_cast<std::int64_t>(Model::kParams)}, slot.values.data());
-    snap.slots.push_back(std::move(slot));
-    at = comma + 1;
-  }
-  file.read("optimizer/iterations", "I64", {1}, &snap.iterations);
-  const auto number = [&](const char* key) {
-    const std::string& text = file.metadata(key);
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-    require(!text.empty() && *end == '\0', path, ": __metadata__ '", key, "' is '", text, "', expected a count");
-    return static_cast<std::uint64_t>(v);
-  };
-  snap.run.epoch = static_cast<int>(number("epoch"));
-  snap.run.seed = number("seed");
-  snap.run.steps_done = number("steps_done");
-  trainer.restore(model, snap);
+  trainer.restore(model, read_checkpoint<Model>(path));
 }
 
 }  // namespace lockstep

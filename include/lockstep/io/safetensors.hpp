@@ -7,12 +7,14 @@
 // so a crash or a full disk never leaves a half-written file where a good
 // one was. Reading checks every length and range against the file before
 // touching data: a truncated, corrupt or foreign file is a lockstep::Error
-// naming the file, the tensor and what was expected.
+// naming the file, the tensor and what was expected. A file may carry a
+// CRC-32C of all its bytes in __metadata__ (checkpoints do: crc_key below).
 #pragma once
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -25,7 +27,9 @@
 #include <vector>
 
 #include "lockstep/core/atomic_file.hpp"
+#include "lockstep/core/crc32c.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/input_file.hpp"
 #include "lockstep/io/json.hpp"
 
 namespace lockstep::io {
@@ -60,21 +64,32 @@ inline std::string shape_text(const std::vector<std::int64_t>& shape) {
   out << ']';
   return out.str();
 }
+inline std::string crc_text(std::uint32_t crc) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(crc));
+  return text;
+}
 [[noreturn]] inline void fail_errno(const std::string& what, const std::string& path) {
   const int e = errno;
   fail(what, " '", path, "': ", std::strerror(e));
 }
 }  // namespace detail
 
-// Writes `tensors` and `metadata` to `path`, atomically.
+// Writes `tensors` and `metadata` to `path`, atomically. With a `crc_key`,
+// __metadata__[crc_key] is the CRC-32C of the whole file (8 hex digits),
+// computed with those digits written as "00000000": every byte is covered,
+// the header too, and Python's safetensors reads the file as before.
+// SafetensorsFile::check_crc32c checks it.
 inline void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+                              const std::map<std::string, std::string>& metadata, const std::string& crc_key = {}) {
   require(detail::little_endian(), "safetensors: this machine is big-endian; the format is little-endian");
+  std::map<std::string, std::string> meta = metadata;
+  if (!crc_key.empty()) meta[crc_key] = "00000000";
   std::string header = "{";
-  if (!metadata.empty()) {
+  if (!meta.empty()) {
     header += "\"__metadata__\":{";
     bool first = true;
-    for (const auto& [k, v] : metadata) {
+    for (const auto& [k, v] : meta) {
       header += (first ? "" : ",") + json_string(k) + ":" + json_string(v);
       first = false;
     }
@@ -92,8 +107,14 @@ inline void write_safetensors(const std::string& path, const std::vector<TensorV
   header += "}";
   while (header.size() % 8) header += ' ';  // the data starts 8-byte aligned, as safetensors writes it
 
-  AtomicFile file(path, "safetensors");
   const std::uint64_t length = header.size();
+  if (!crc_key.empty()) {  // the metadata comes first, so the first match is the placeholder
+    const std::size_t digits = header.find(json_string(crc_key) + ":\"00000000\"") + json_string(crc_key).size() + 2;
+    std::uint32_t crc = crc32c(header, crc32c(&length, sizeof length));
+    for (const TensorView& t : tensors) crc = crc32c(t.data, t.bytes, crc);
+    header.replace(digits, 8, detail::crc_text(crc));
+  }
+  AtomicFile file(path, "safetensors");
   file.write(&length, sizeof length);
   file.write(header);
   for (const TensorView& t : tensors) file.write(t.data, t.bytes);
@@ -112,11 +133,8 @@ class SafetensorsFile {
 
   explicit SafetensorsFile(const std::string& path) : path_(path) {
     require(detail::little_endian(), "safetensors: this machine is big-endian; the format is little-endian");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) detail::fail_errno("safetensors: cannot open", path);
-    std::ostringstream all;
-    all << in.rdbuf();
-    bytes_ = all.str();
+    // Only a regular file: a FIFO or /dev/zero would block or never end.
+    bytes_ = read_regular_file(path, "a safetensors file");
     require(bytes_.size() >= 8, path_, ": ", bytes_.size(),
             " bytes, too short for a safetensors file (an 8-byte header length, then the header)");
     std::uint64_t length = 0;
@@ -127,6 +145,13 @@ class SafetensorsFile {
     require(header.type == Json::Type::kObject, path_, ": the header is not a JSON object");
     data_at_ = 8 + static_cast<std::size_t>(length);
     const std::size_t data_size = bytes_.size() - data_at_;
+    // A file cut short says so with its sizes before any tensor is looked at.
+    double described = 0;
+    for (const auto& [name, j] : header.members)
+      if (const Json* offsets = j.find("data_offsets"); offsets && offsets->items.size() == 2)
+        described = std::max(described, offsets->items[1].number);
+    require(described <= static_cast<double>(data_size), path_, ": ", bytes_.size(), " bytes, but its header describes ",
+            data_at_ + static_cast<std::size_t>(described), ": the file is truncated or corrupt");
     for (const auto& [name, j] : header.members) {
       if (name == "__metadata__") {
         for (const auto& [k, v] : j.members)
@@ -170,6 +195,24 @@ class SafetensorsFile {
     const auto it = metadata_.find(key);
     require(it != metadata_.end(), path_, ": no '", key, "' in the header's __metadata__");
     return it->second;
+  }
+
+  // Checks __metadata__[key] (written by write_safetensors with crc_key =
+  // key) against the CRC-32C of the file's bytes.
+  void check_crc32c(const std::string& key) const {
+    const std::string& recorded = metadata(key);
+    require(recorded.size() == 8 && recorded.find_first_not_of("0123456789abcdef") == std::string::npos, path_,
+            ": __metadata__ '", key, "' is '", recorded, "', expected the 8 hex digits of a CRC-32C");
+    const std::string field = json_string(key) + ":\"" + recorded + "\"";
+    const std::size_t at = bytes_.find(field, 8);
+    require(at != std::string::npos && at + field.size() <= data_at_, path_, ": its '", key,
+            "' is not where lockstep writes it: the header was altered");
+    const std::size_t digits = at + field.size() - 9;
+    std::uint32_t crc = crc32c(bytes_.data(), digits);
+    crc = crc32c("00000000", 8, crc);
+    crc = crc32c(bytes_.data() + digits + 8, bytes_.size() - digits - 8, crc);
+    require(detail::crc_text(crc) == recorded, path_, ": bad CRC-32C: the header records ", recorded,
+            ", the contents give ", detail::crc_text(crc), ": the file is corrupt");
   }
 
   // Copies tensor `name` into `out`, after checking its dtype and shape.

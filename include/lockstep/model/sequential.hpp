@@ -252,6 +252,16 @@ class Sequential {
       scratch_at_ = at;
       scratch_.resize(at[kLayers]);
     }
+    // The values a workspace of `rows` rows holds, as a double so that an
+    // absurd row count is measured rather than wrapped (the host executor
+    // checks a batch's buffers against memory before making them).
+    static double values(double rows) {
+      const std::size_t fixed = scratch_offsets(0, indices{})[kLayers];
+      const std::size_t per_row_scratch = scratch_offsets(1, indices{})[kLayers] - fixed;
+      double per_row = 2.0 * kMaxWidth + static_cast<double>(per_row_scratch);
+      for (std::size_t i = 0; i < kLayers; ++i) per_row += kWidths[i + 1];
+      return rows * per_row + static_cast<double>(fixed);
+    }
     int capacity() const { return capacity_; }
     T* activation(std::size_t i) { return acts_[i].data(); }
     T* output() { return acts_[kLayers - 1].data(); }

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -36,39 +35,14 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/crc32c.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::observe {
 
-// ---- CRC-32C (Castagnoli), as TFRecord checks its records ----
+// ---- CRC-32C (Castagnoli), as TFRecord checks its records: core/crc32c.hpp ----
 
-}  // namespace lockstep::observe
-
-// In lockstep::detail, not a lockstep::observe::detail that would hide
-// lockstep::detail from the other observe/ headers' unqualified `detail::`.
-namespace lockstep::detail {
-inline constexpr std::array<std::uint32_t, 256> crc32c_table() {
-  std::array<std::uint32_t, 256> table{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int bit = 0; bit < 8; ++bit) c = (c & 1u) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-inline constexpr std::array<std::uint32_t, 256> kCrc32cTable = crc32c_table();
-}  // namespace lockstep::detail
-
-namespace lockstep::observe {
-
-// CRC-32C of `size` bytes (reflected polynomial 0x82F63B78, one table lookup a byte).
-inline std::uint32_t crc32c(const void* data, std::size_t size) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::uint32_t crc = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < size; ++i) crc = lockstep::detail::kCrc32cTable[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
-}
-inline std::uint32_t crc32c(const std::string& bytes) { return crc32c(bytes.data(), bytes.size()); }
+using lockstep::crc32c;
 
 // TFRecord's masked CRC: a CRC stored next to the data it covers is rotated and
 // offset, so that a CRC of bytes that themselves hold CRCs stays well mixed.

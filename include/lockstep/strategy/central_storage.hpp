@@ -19,6 +19,7 @@
 #include "lockstep/collective/reduction_to_one_device.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/strategy/step_rule.hpp"
+#include "lockstep/strategy/strategy.hpp"
 
 namespace lockstep {
 
@@ -26,14 +27,15 @@ template <class Backend>
 class BasicCentralStoragePolicy;
 
 template <>
-class BasicCentralStoragePolicy<Host> {
+class BasicCentralStoragePolicy<Host> : public StrategyCommunication {
  public:
   using collective = HostAllReduce;
   using backend = Host;
   static constexpr const char* kName = "CentralStoragePolicy";
 
   BasicCentralStoragePolicy() : BasicCentralStoragePolicy(Host::hardware_threads()) {}
-  explicit BasicCentralStoragePolicy(int replicas) : replicas_(replicas) {
+  explicit BasicCentralStoragePolicy(int replicas, const CommunicationOptions& communication = {})
+      : StrategyCommunication(communication), replicas_(replicas) {
     require(replicas >= 1, "CentralStoragePolicy: ", replicas, " replicas, expected at least 1");
   }
   int replicas() const { return replicas_; }
@@ -43,7 +45,7 @@ class BasicCentralStoragePolicy<Host> {
 };
 
 template <>
-class BasicCentralStoragePolicy<Cuda> {
+class BasicCentralStoragePolicy<Cuda> : public StrategyCommunication {
  public:
   using collective = ReductionToOneDevice<Cuda>;
   using backend = Cuda;

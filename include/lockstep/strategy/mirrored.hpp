@@ -18,11 +18,12 @@
 #include "lockstep/strategy/all_reduce_update.hpp"
 #include "lockstep/strategy/sharded_update.hpp"
 #include "lockstep/strategy/step_rule.hpp"
+#include "lockstep/strategy/strategy.hpp"
 
 namespace lockstep {
 
 template <class Collective>
-class MirroredPolicy {
+class MirroredPolicy : public StrategyCommunication {
   static_assert(detail::is_collective<Collective>,
                 "MirroredPolicy<C>: C must be a collective, such as HostAllReduce for CPU replicas or NcclAllReduce "
                 "for GPUs: write MirroredPolicy<HostAllReduce>.");
@@ -36,7 +37,8 @@ class MirroredPolicy {
   // hardware thread on the host, every visible GPU on CUDA.
   MirroredPolicy() : replicas_(std::is_same_v<backend, Host> ? Host::hardware_threads() : 0) {}
   // `replicas` replicas: threads on the host, GPUs 0..replicas-1 on CUDA.
-  explicit MirroredPolicy(int replicas) : replicas_(replicas) {
+  explicit MirroredPolicy(int replicas, const CommunicationOptions& communication = {})
+      : StrategyCommunication(communication), replicas_(replicas) {
     require(replicas >= 1, "MirroredPolicy: ", replicas, " replicas, expected at least 1");
   }
   // One replica on each listed GPU (CUDA), e.g. MirroredPolicy<NcclAllReduce>({0, 2}).

@@ -15,6 +15,7 @@
 #include "lockstep/core/error.hpp"
 #include "lockstep/strategy/all_reduce_update.hpp"
 #include "lockstep/strategy/step_rule.hpp"
+#include "lockstep/strategy/strategy.hpp"
 
 namespace lockstep {
 
@@ -34,7 +35,7 @@ struct multi_worker_group<C, std::void_t<typename C::MultiWorkerGroup>> {
 }  // namespace detail
 
 template <class Collective>
-class MultiWorkerMirroredPolicy {
+class MultiWorkerMirroredPolicy : public StrategyCommunication {
   static_assert(detail::is_collective<Collective>,
                 "MultiWorkerMirroredPolicy<C>: C must be a collective that spans processes, such as MpiAllReduce "
                 "(include <lockstep/mpi.hpp>).");
@@ -52,7 +53,10 @@ class MultiWorkerMirroredPolicy {
   // `local_replicas`: replicas in this process (threads for host replicas;
   // GPUs for NcclAllReduce, by default those after the other processes' on
   // the same machine).
-  explicit MultiWorkerMirroredPolicy(int local_replicas = 1) : local_replicas_(local_replicas) {
+  // `communication`: how long any rank or replica waits for the others
+  // (TensorFlow's communication_options), 300 s by default.
+  explicit MultiWorkerMirroredPolicy(int local_replicas = 1, const CommunicationOptions& communication = {})
+      : StrategyCommunication(communication), local_replicas_(local_replicas) {
     require(local_replicas >= 1, "MultiWorkerMirroredPolicy: ", local_replicas,
             " local replicas, expected at least 1");
   }

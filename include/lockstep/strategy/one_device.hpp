@@ -6,10 +6,12 @@
 #include "lockstep/collective/host_all_reduce.hpp"
 #include "lockstep/strategy/mirrored.hpp"
 #include "lockstep/strategy/step_rule.hpp"
+#include "lockstep/strategy/strategy.hpp"
 
 namespace lockstep {
 
-struct OneDevicePolicy {
+// Its one replica waits on no other; it holds CommunicationOptions like every strategy.
+struct OneDevicePolicy : StrategyCommunication {
   using collective = HostAllReduce;
   using backend = Host;
   static constexpr const char* kName = "OneDevicePolicy";

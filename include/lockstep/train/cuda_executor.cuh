@@ -52,6 +52,7 @@
 #include "lockstep/backend/host/replica_pool.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/backend_tags.hpp"
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/core/traits.hpp"
 #include "lockstep/data/dataset.hpp"
@@ -62,6 +63,7 @@
 #include "lockstep/observe/tracer.hpp"
 #include "lockstep/strategy/profiled.hpp"
 #include "lockstep/strategy/step_rule.hpp"
+#include "lockstep/strategy/strategy.hpp"
 #include "lockstep/train/executor.hpp"
 #include "lockstep/train/host_executor.hpp"
 #include "lockstep/train/step.hpp"
@@ -75,8 +77,11 @@ struct CudaOptions {
   bool log_placement = false;    // print which GPU each replica runs on (tf.debugging.set_log_device_placement)
   // How long a replica waits for its step to finish on the GPU before the step
   // is an Error and the collective's communicators are aborted (as PyTorch's
-  // and TensorFlow's collective timeouts). 0 or less: no deadline.
-  double collective_timeout_seconds = 300;
+  // and TensorFlow's collective timeouts). The executor sets it from the
+  // strategy's CommunicationOptions::timeout_seconds, the one option of every
+  // wait (the group's barriers and MPI calls, the replica pool, this); set
+  // here afterwards it changes this GPU wait only. 0 or less: no deadline.
+  double collective_timeout_seconds = CommunicationOptions{}.timeout_seconds;
 };
 
 namespace detail {
@@ -115,7 +120,11 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
         infos_(gpu::check_devices(devices_, strategy.heterogeneous(), nullptr, shared_devices<group_type>::value)),
         pool_(static_cast<int>(devices_.size())), progress_(new std::atomic<int>[devices_.size()]) {
     for (std::size_t r = 0; r < devices_.size(); ++r) progress_[r].store(kFinished, std::memory_order_relaxed);
+    communication_ = communication_of(strategy);
+    options_.collective_timeout_seconds = communication_.timeout_seconds;
+    pool_.set_timeout(communication_.timeout_seconds);
     group_.emplace(devices_);
+    configure_group(*group_, communication_);
     contexts_.resize(devices_.size());
     pool_.run([&](int r) {
       gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
@@ -205,7 +214,9 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     step_index_ = steps_in_fit_++;
     for (int r = 0; r < replicas(); ++r)
       progress_[static_cast<std::size_t>(r)].store(kEnqueuing, std::memory_order_relaxed);
+    set_group_step(*group_, static_cast<std::int64_t>(step_index_));  // for a timeout's message
     run_on_replicas(job_);  // the pool's start publishes progress_ to the replica threads
+    set_group_step(*group_, -1);
     return current<Model>().replicas[0]->stats.data();
   }
 
@@ -541,6 +552,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     for (std::size_t r = 0; r < devices_.size(); ++r) progress_[r].store(kFinished, std::memory_order_relaxed);
     group_.reset();
     group_.emplace(devices_);
+    configure_group(*group_, communication_);
   }
 
   // Where each replica is in the current step (progress_), for the timeout's message.
@@ -732,6 +744,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   Optimizer optimizer_;
   CudaOptions options_;
+  CommunicationOptions communication_;  // the strategy's: every wait's timeout
   std::vector<int> devices_;
   std::vector<gpu::DeviceInfo> infos_;
   host::ReplicaPool pool_;

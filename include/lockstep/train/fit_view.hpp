@@ -12,11 +12,17 @@
 //                   restore_best_weights
 //   stop_training() ends fit after the current batch (Keras' model.stop_training = True)
 //   process_rank()  this process's rank: callbacks that write files write on rank 0
+//   group()         the job's process group (collective/collective.hpp): rank 0's
+//                   outcome broadcast, so that every rank fails or goes on alike
+//   resume(s)       from on_train_begin only: s put back whole (variables, state,
+//                   optimizer state and run state), and the loop starts at
+//                   s.run.epoch, step s.run.step (BackupAndRestore)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "lockstep/core/error.hpp"
 #include "lockstep/train/executor.hpp"
 
 namespace lockstep {
@@ -50,8 +56,22 @@ class FitView {
     model_.state() = s.state;
   }
   int process_rank() const { return exec_.process_rank(); }
+  auto& group() { return exec_.group(); }
   void stop_training() { stop_ = true; }
   bool stop_requested() const { return stop_; }
+
+  // The shuffle was made from this fit's seed before on_train_begin, so the
+  // snapshot must have been taken with it for the batches to be the same.
+  void resume(const Snapshot& from) {
+    require(from.run.seed == run_.seed, "resume: the snapshot was taken with seed ", from.run.seed,
+            ", this fit has seed ", run_.seed, ": resume with the options of the run it came from");
+    exec_.restore(model_, from, capacity_, label_width_);
+    model_.parameters() = from.params;
+    model_.state() = from.state;
+    run_ = from.run;
+    resumed_ = true;
+  }
+  bool resumed() const { return resumed_; }
 
  private:
   Executor& exec_;
@@ -60,6 +80,7 @@ class FitView {
   RunState& run_;
   std::size_t capacity_, label_width_;
   bool stop_ = false;
+  bool resumed_ = false;
 };
 
 }  // namespace lockstep

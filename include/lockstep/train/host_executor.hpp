@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,7 @@
 #include "lockstep/backend/host/replica_pool.hpp"
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/backend_tags.hpp"
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
@@ -36,6 +38,7 @@
 #include "lockstep/strategy/profiled.hpp"
 #include "lockstep/strategy/sharded_update.hpp"
 #include "lockstep/strategy/step_rule.hpp"
+#include "lockstep/strategy/strategy.hpp"
 #include "lockstep/train/executor.hpp"
 #include "lockstep/train/step.hpp"
 
@@ -84,7 +87,10 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   using tracer = std::conditional_t<kProfiled, observe::Traced, observe::NoTrace>;
 
   Executor(const Strategy& strategy, const Optimizer& optimizer)
-      : optimizer_(optimizer), pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
+      : optimizer_(optimizer),
+        communication_(communication_of(strategy)),
+        pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
+    pool_.set_timeout(communication_.timeout_seconds);
     make_group();
     if constexpr (kProfiled) observe::session().set_process(process_rank(), group_->process_count(), global_replicas());
     // Replicas are threads already: each GEMM gets the cores left per replica
@@ -117,9 +123,11 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   void begin_fit(Model& model, const Optimizer& optimizer, std::size_t capacity, std::size_t label_width) {
     if constexpr (kProfiled) Model::layer_name(0);  // the span names, made outside any step
     optimizer_ = optimizer;
+    check_batch_buffers<Model>("fit", capacity, label_width, true);
     RunState<Model>& run = run_state(model, capacity, label_width);
     pool_.run([&](int r) { load(run, r, model.parameters().data(), model.state().data()); });
     job_ = [this, &run](int r) { replica_step(run, r); };
+    steps_in_fit_ = 0;
   }
 
   // One synchronous step over the global batch; returns the reduced sums.
@@ -132,7 +140,10 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     step_data_ = &data;
     step_batch_ = batch;
     step_key_ = key;
+    set_group_step(*group_, steps_in_fit_);  // for a timeout's message
     run_replicas(job_, abort_);
+    set_group_step(*group_, -1);
+    ++steps_in_fit_;
     if constexpr (kProfiled) mark_waits();
     ++steps_;
     return current<Model>().replicas[0]->grads.data() + Model::kParams;
@@ -180,6 +191,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
     const int n = replicas(), total = global_replicas(), base = process_rank() * n;
     const std::size_t capacity = Loader::slice_capacity(batch_size, total);
+    check_batch_buffers<Model>("evaluate", capacity, 0, false);
     std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
     const std::function<void(int)> job = [&](int r) {
       host::Context ctx;
@@ -208,6 +220,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     std::vector<float> out(samples * Model::kOutputs);
     const int n = replicas();
     const std::size_t capacity = Loader::slice_capacity(batch_size, n);
+    check_batch_buffers<Model>("predict", capacity, 0, false);
     const std::function<void(int)> job = [&](int r) {
       host::Context ctx;
       typename Model::Workspace ws(static_cast<int>(capacity));
@@ -312,18 +325,46 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
   template <class Model>
   RunState<Model>& run_state(const Model& model, std::size_t capacity, std::size_t label_width) {
-    return states_.get<Replica<Model>>(
-        model, replicas(), capacity, label_width, [&](auto&& f) { pool_.run(f); },
-        [&](int r) {
-          return std::make_unique<Replica<Model>>(optimizer_, !kSharedVariables || r == 0,
-                                                  rule::holds_optimizer_state(r));
-        });
+    try {
+      return states_.get<Replica<Model>>(
+          model, replicas(), capacity, label_width, [&](auto&& f) { pool_.run(f); },
+          [&](int r) {
+            return std::make_unique<Replica<Model>>(optimizer_, !kSharedVariables || r == 0,
+                                                    rule::holds_optimizer_state(r));
+          });
+    } catch (const std::exception& e) {  // std::bad_alloc, std::length_error, a host buffer's Error
+      fail("could not allocate the buffers of ", replicas(), " replicas for ", capacity,
+           " rows each (the batch size over the replicas): ", e.what(), "; use a smaller batch size");
+    }
+  }
+
+  // The buffers a replica makes for `rows` rows of a batch, checked before
+  // they are allocated: their bytes (all replicas together) against this
+  // machine's physical memory, and the rows against the int the layers take.
+  // Training adds the batch's inputs and labels to the workspace.
+  template <class Model>
+  void check_batch_buffers(const char* where, std::size_t rows, std::size_t label_width, bool training) const {
+    const double r = static_cast<double>(rows);
+    double floats = Model::Workspace::values(r) + r * static_cast<double>(kStats);
+    if (training) floats += r * Model::kInputs;
+    const double bytes = static_cast<double>(replicas()) *
+                         (floats * static_cast<double>(sizeof(float)) + r * static_cast<double>(label_width * sizeof(label_type)));
+    const double memory = host::physical_memory_bytes();
+    if (memory > 0 && bytes > memory)
+      fail(where, ": a batch of ", rows, " rows per replica (the batch size over ", global_replicas(),
+           " replicas) needs ", host::byte_count(bytes), " of buffers on the ", replicas(),
+           " replicas of this process, more than this machine's ", host::byte_count(memory),
+           " of memory; use a smaller batch size");
+    require(rows <= static_cast<std::size_t>(std::numeric_limits<int>::max()), where, ": a batch of ", rows,
+            " rows per replica (the batch size over ", global_replicas(), " replicas), expected at most ",
+            std::numeric_limits<int>::max(), "; use a smaller batch size");
   }
 
   void make_group() {
     std::vector<int> slots(static_cast<std::size_t>(pool_.size()));
     for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int>(i);
     group_.emplace(slots);
+    configure_group(*group_, communication_);
   }
 
   // Runs a step on every replica. After a failure the collective is made anew,
@@ -391,6 +432,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
 
   Optimizer optimizer_;
+  CommunicationOptions communication_;  // the strategy's: every wait's timeout
   host::ReplicaPool pool_;
   std::optional<group_type> group_;
   ModelStates states_;
@@ -401,6 +443,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   StepBatch step_batch_;
   std::uint64_t step_key_ = 0;
   std::uint64_t steps_ = 0;  // steps run by this executor: the profiler's step index
+  std::int64_t steps_in_fit_ = 0;  // the step of the current fit, counted over its epochs: for timeouts
 };
 
 }  // namespace lockstep::detail

@@ -7,12 +7,17 @@
 // runs the replicas.
 #pragma once
 
+#include <unistd.h>
+
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iostream>
 #include <limits>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "lockstep/core/error.hpp"
@@ -52,6 +57,11 @@ struct BasicFitOptions {
   // Keras' initial_epoch: the first epoch to run, so that a fit resumed from
   // a checkpoint continues the shuffle and the random keys of an unbroken run.
   int initial_epoch = 0;
+  // Keras' TerminateOnNaN, on by default and as an Error: a step whose loss
+  // is NaN or infinite ends fit with an Error naming the epoch and the step
+  // (after the step's callbacks, so that one that stops training, such as
+  // TerminateOnNaN, still stops it quietly). false trains on, NaN and all.
+  bool terminate_on_nan = true;
 };
 using FitOptions = BasicFitOptions<std::int32_t>;
 
@@ -182,13 +192,20 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
         f(callbacks...);
     };
     with_bar([&](auto&... cb) { detail::train_begin(view, info, cb...); });
+    // A callback that resumed the run (FitView::resume, BackupAndRestore) set
+    // run_ to where it was: that epoch, from that step on; the shuffle and the
+    // random keys, made from (seed, epoch, step), are the unbroken run's.
+    require(!view.resumed() || (run_.epoch >= 0 && run_.epoch <= options.epochs && run_.step <= loader.steps()),
+            "fit: resumed at epoch ", run_.epoch, " step ", run_.step, ", expected at most epoch ", options.epochs,
+            " and step ", loader.steps(), " (a run of other options?)");
+    std::size_t first_step = view.resumed() ? run_.step : 0;
 
-    for (run_.epoch = options.initial_epoch; run_.epoch < options.epochs; ++run_.epoch) {
+    for (run_.epoch = view.resumed() ? run_.epoch : options.initial_epoch; run_.epoch < options.epochs; ++run_.epoch) {
       const int epoch = run_.epoch;
       loader.begin_epoch(static_cast<std::uint64_t>(epoch));
       with_bar([&](auto&... cb) { detail::epoch_begin(view, epoch, info, cb...); });
       double sums[kStats] = {}, seen = 0;  // the loss, then each metric, summed over the epoch's samples
-      for (run_.step = 0; run_.step < loader.steps(); ++run_.step) {
+      for (run_.step = std::exchange(first_step, 0); run_.step < loader.steps(); ++run_.step) {
         const std::size_t step = run_.step;
         with_bar([&](auto&... cb) { detail::batch_begin(view, step, cb...); });
         const auto [indices, count] = loader.batch(step);
@@ -198,6 +215,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
         const float* stats =
             exec_.template train_step<Model>(optimizer_, train, StepBatch{indices, count}, next,
                                              step_key(run_.seed, static_cast<std::uint64_t>(epoch), step));
+        const float step_loss = stats[0];  // the step's loss sum, on the host already
         ++run_.steps_done;
         seen += static_cast<double>(count);
         for (std::size_t i = 0; i < kStats; ++i) {
@@ -206,6 +224,13 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
         }
         with_bar([&](auto&... cb) { detail::batch_end(view, step, logs, cb...); });
         if (view.stop_requested()) break;  // Keras stops at the batch that asked
+        if (options.terminate_on_nan && !std::isfinite(step_loss)) {  // one test per step
+          if (show_bar && isatty(1)) std::cout << std::endl;  // end the bar's redrawn line before the message
+          fail("fit: the loss is ", detail::non_finite_text(step_loss), " at epoch ", epoch + 1, "/", options.epochs,
+               ", step ", step + 1, "/", loader.steps(),
+               " (1-based, as the progress bar counts); lower the learning rate or check the data, or set "
+               "FitOptions::terminate_on_nan = false to train on");
+        }
       }
       for (std::size_t i = 0; i < logs.size(); ++i) epoch_logs.set(i, logs.value(i));
       const bool validate = options.validation_data && (epoch + 1) % options.validation_freq == 0;

@@ -1,13 +1,22 @@
 // A reusable barrier for the replica threads of one process. Replicas arrive
-// microseconds apart in a step, so it spins first (cheap wake-up) and yields
-// after a while (fair on an oversubscribed machine). If a replica fails, abort()
-// releases everyone waiting with an Error instead of leaving them hung.
+// microseconds apart in a step, so it spins first (cheap wake-up), yields
+// after a while (fair on an oversubscribed machine) and sleeps in short naps
+// once a wait is long (a stalled peer must not cost a core). If a replica
+// fails, abort() releases everyone waiting with an Error instead of leaving
+// them hung; a wait longer than the timeout (CommunicationOptions) aborts the
+// barrier itself, naming the replicas that did not arrive.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "lockstep/core/communication.hpp"
 #include "lockstep/core/error.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -19,34 +28,132 @@
 
 namespace lockstep::host {
 
+// A wait that ran out of time, for the message of the Error it becomes.
+struct Stall {
+  int replica = -1;          // the replica that gave up; -1 when the wait did not say
+  double waited_seconds = 0; // the timeout it waited for
+  int parties = 0;
+  int arrived = 0;           // replicas that had arrived, the one that gave up included
+  std::vector<int> missing;  // those that had not (known when every wait names its replica)
+
+  // "replica 0 waited 1 s; replica 1 (of 2) did not arrive"
+  std::string text() const {
+    using lockstep::detail::concat;
+    std::string out = replica >= 0 ? concat("replica ", replica, " waited ") : std::string("a replica waited ");
+    out += concat(waited_seconds, " s; ");
+    if (missing.empty()) return out + concat(parties - arrived, " of ", parties, " replicas did not arrive");
+    out += missing.size() == 1 ? "replica " : "replicas ";
+    for (std::size_t i = 0; i < missing.size(); ++i) out += concat(i ? ", " : "", missing[i]);
+    return out + concat(" (of ", parties, ") did not arrive");
+  }
+};
+
 class SpinBarrier {
  public:
-  explicit SpinBarrier(int parties) : parties_(parties) {}
+  explicit SpinBarrier(int parties, double timeout_seconds = CommunicationOptions{}.timeout_seconds)
+      : parties_(parties), arrivals_(new Arrival[static_cast<std::size_t>(parties > 0 ? parties : 1)]) {
+    set_timeout(timeout_seconds);
+  }
 
-  void wait() {
+  // Set while no replica waits (between steps).
+  void set_timeout(double seconds) {
+    timeout_ = lockstep::detail::checked(CommunicationOptions{seconds}, "SpinBarrier").timeout_seconds;
+  }
+  double timeout() const { return timeout_; }
+
+  // wait(replica) lets a timeout name the replicas that did not arrive;
+  // describe(const Stall&) -> std::string makes the message, called only then.
+  void wait() { wait(-1, plain_message); }
+  void wait(int replica) { wait(replica, plain_message); }
+  template <class Describe>
+  void wait(int replica, Describe&& describe) {
+    if (state_.load(std::memory_order_acquire) != kRunning) throw_aborted();
     const std::uint32_t generation = generation_.load(std::memory_order_acquire);
+    if (replica >= 0 && replica < parties_)
+      arrivals_[static_cast<std::size_t>(replica)].generation.store(generation + 1, std::memory_order_relaxed);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
       arrived_.store(0, std::memory_order_relaxed);
       generation_.store(generation + 1, std::memory_order_release);
       return;
     }
-    for (int spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
-      if (aborted_.load(std::memory_order_relaxed)) fail("a replica failed; the others stopped at a barrier");
-      if (spins < 4096)
+    // The clock is read only once the spinning is over (a step's barrier
+    // rarely gets there), then every 256 yields or naps.
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start{};
+    bool nap = false;
+    for (std::uint32_t spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
+      if (state_.load(std::memory_order_acquire) == kAborted) throw_aborted();
+      if (spins < kSpins) {
         LOCKSTEP_CPU_RELAX();
+        continue;
+      }
+      if (spins % 256 == 0) {
+        const Clock::time_point now = Clock::now();
+        if (spins == kSpins) start = now;
+        const double waited = std::chrono::duration<double>(now - start).count();
+        nap = waited > kNapAfterSeconds;
+        if (waited > timeout_ && generation_.load(std::memory_order_acquire) == generation)
+          expire(replica, generation, describe);
+      }
+      if (nap)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       else
         std::this_thread::yield();
     }
   }
 
-  void abort() { aborted_.store(true, std::memory_order_relaxed); }
+  // Releases every replica waiting (and any that arrives later) with an
+  // Error: `reason` as its message, or a replica's failure when empty. The
+  // first abort's reason stays.
+  void abort(const std::string& reason = {}) {
+    int expected = kRunning;
+    if (!state_.compare_exchange_strong(expected, kWriting, std::memory_order_acq_rel)) return;
+    reason_ = reason;
+    state_.store(kAborted, std::memory_order_release);
+  }
   int parties() const { return parties_; }
 
  private:
+  static constexpr std::uint32_t kSpins = 4096;      // a multiple of 256: the first clock read
+  static constexpr double kNapAfterSeconds = 0.05;   // then 200 us naps instead of yields
+  enum : int { kRunning, kWriting, kAborted };
+  struct alignas(64) Arrival {  // written by its replica only: no line shared with another
+    std::atomic<std::uint32_t> generation{0};
+  };
+
+  static std::string plain_message(const Stall& stall) {
+    return lockstep::detail::concat("a barrier of ", stall.parties, " replicas timed out: ", stall.text(), ". ",
+                          lockstep::detail::kAfterTimeout);
+  }
+
+  [[noreturn]] void throw_aborted() const {
+    if (state_.load(std::memory_order_acquire) == kAborted && !reason_.empty()) throw Error(reason_);
+    fail("a replica failed; the others stopped at a barrier");
+  }
+
+  template <class Describe>
+  [[noreturn]] void expire(int replica, std::uint32_t generation, Describe& describe) {
+    Stall stall;
+    stall.replica = replica;
+    stall.waited_seconds = timeout_;
+    stall.parties = parties_;
+    stall.arrived = arrived_.load(std::memory_order_acquire);
+    if (replica >= 0)
+      for (int r = 0; r < parties_; ++r)
+        if (arrivals_[static_cast<std::size_t>(r)].generation.load(std::memory_order_relaxed) != generation + 1)
+          stall.missing.push_back(r);
+    const std::string message = describe(static_cast<const Stall&>(stall));
+    abort(message);
+    throw_aborted();  // this abort's message, or an earlier one's
+  }
+
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<std::uint32_t> generation_{0};
-  std::atomic<bool> aborted_{false};
+  std::atomic<int> state_{kRunning};
+  std::string reason_;  // written once, before state_ becomes kAborted
   int parties_;
+  double timeout_ = CommunicationOptions{}.timeout_seconds;
+  std::unique_ptr<Arrival[]> arrivals_;
 };
 
 }  // namespace lockstep::host

@@ -1,0 +1,65 @@
+# Kill and resume: runs PROGRAM (tests/resume/resume_run.cpp) with STRATEGY
+# once unbroken, then for each case of CASES ("SAVE_FREQ KILL EXPECTED",
+# EXPECTED "epoch:step" or "afresh") killed at that point (SIGKILL), then
+# again with the same command to the end. The rerun must say it resumed
+# where expected, leave no backup behind, and write weights equal byte for
+# byte to the unbroken run's. LAUNCH runs the program (mpirun and its flags
+# for the multi-process cases, else empty). Run as:
+#   cmake -DPROGRAM=... -DSTRATEGY=... "-DLAUNCH=..." "-DCASES=..." -DWORK_DIR=... -P check_resume.cmake
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(run_program out_rc out_text)
+  execute_process(COMMAND ${LAUNCH} ${PROGRAM} ${STRATEGY} ${ARGN}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE text TIMEOUT 60)
+  set(${out_rc} "${rc}" PARENT_SCOPE)
+  set(${out_text} "${text}" PARENT_SCOPE)
+endfunction()
+
+set(reference ${WORK_DIR}/unbroken.safetensors)
+run_program(rc text ${WORK_DIR}/unbroken_backup ${reference} 0)
+if(NOT rc EQUAL 0 OR NOT text MATCHES "started afresh")
+  message(FATAL_ERROR "the unbroken run failed (${rc}):\n${text}")
+endif()
+
+set(n 0)
+foreach(case IN LISTS CASES)
+  math(EXPR n "${n} + 1")
+  separate_arguments(parts UNIX_COMMAND "${case}")
+  list(GET parts 0 freq)
+  list(GET parts 1 kill)
+  list(GET parts 2 expected)
+  set(dir ${WORK_DIR}/backup_${n})
+  set(weights ${WORK_DIR}/weights_${n}.safetensors)
+  run_program(rc text ${dir} ${weights} ${freq} ${kill})
+  if(rc EQUAL 0 OR EXISTS ${weights})
+    message(FATAL_ERROR "[${case}] the run to be killed ended normally (${rc}):\n${text}")
+  endif()
+  set(killed "${rc}")
+  file(GLOB left RELATIVE ${dir} ${dir}/*)
+  if(kill MATCHES "^write:" AND NOT left MATCHES "backup\\.safetensors\\.tmp\\.")
+    message(FATAL_ERROR "[${case}] killed in a write, but no temporary file was left: ${left}")
+  endif()
+  run_program(rc text2 ${dir} ${weights} ${freq})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "[${case}] the rerun failed (${rc}):\n${text2}")
+  endif()
+  if(expected STREQUAL "afresh")
+    set(said "started afresh")
+  else()
+    string(REPLACE ":" " step " said "resumed at epoch ${expected}")
+  endif()
+  if(NOT text2 MATCHES "${said}")
+    message(FATAL_ERROR "[${case}] the rerun did not say '${said}':\n${text2}")
+  endif()
+  if(EXISTS ${dir})
+    file(GLOB still RELATIVE ${dir} ${dir}/*)
+    message(FATAL_ERROR "[${case}] the backup folder is still there after the rerun, with: ${still}")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${reference} ${weights} RESULT_VARIABLE differ)
+  if(NOT differ EQUAL 0)
+    message(FATAL_ERROR "[${case}] the resumed run's weights differ from the unbroken run's")
+  endif()
+  string(STRIP "${text2}" text2)
+  message("[${case}] killed (exit status ${killed}), backup folder then held: ${left}; rerun: ${text2}; weights equal")
+endforeach()
