@@ -356,11 +356,16 @@ struct MpiAllReduce {
       detail::mpi_check(MPI_Isend(send, send_count, MPI_FLOAT, right, tag, comm_, &requests[1]), "MPI_Isend");
       if (poll(requests, 2, deadline)) return;
       std::string waiting;
-      if (requests[0] != MPI_REQUEST_NULL)
+      const bool unsent = requests[0] != MPI_REQUEST_NULL, untaken = requests[1] != MPI_REQUEST_NULL;
+      if (unsent && untaken && left == right)  // two ranks: the one neighbour on both sides
+        waiting = detail::concat("rank ", left, ", which has neither sent its chunk nor taken this rank's");
+      else if (unsent)
         waiting = detail::concat("rank ", left, ", its left neighbour in the ring, which has not sent its chunk");
-      if (requests[1] != MPI_REQUEST_NULL)
+      if (untaken && left != right)
         waiting += detail::concat(waiting.empty() ? "" : ", and for ", "rank ", right,
                                   ", its right neighbour, which has not taken this rank's chunk");
+      else if (untaken && !unsent)
+        waiting = detail::concat("rank ", right, ", which has not taken this rank's chunk");
       fail("MpiAllReduce: the ring all-reduce of ", bytes, " bytes", step_text(), " did not finish within ", timeout_,
            " s on rank ", rank_, " of ", size_, " (", phase, " step ", step + 1, " of ", size_ - 1, "): waiting for ",
            waiting, " (stopped, hung or unreachable; a rank sees only its neighbours in the ring, so the rank at "
