@@ -33,6 +33,7 @@
 #include <vector>
 
 #include <lockstep/core/flags.hpp>
+#include <lockstep/core/output.hpp>
 #include <lockstep/lockstep.hpp>
 
 #include "gemm_timing.hpp"
@@ -245,13 +246,5 @@ int main(int argc, char** argv) {
     std::cerr << "train_throughput: " << e.what() << '\n';
     return 2;
   }
-  // A result that could not be written (a full disk) is not a result.
-  errno = 0;
-  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
-    const int err = errno;
-    std::fprintf(stderr, "train_throughput: the output could not be written to stdout%s%s\n", err ? ": " : "",
-                 err ? std::strerror(err) : "");
-    return status != 0 ? status : 1;
-  }
-  return status;
+  return lockstep::finish_output("train_throughput", status);  // a result not written (a full disk) is no result
 }

@@ -18,6 +18,7 @@
 #include <string>
 
 #include <lockstep/core/flags.hpp>
+#include <lockstep/core/output.hpp>
 #include <lockstep/lockstep.hpp>
 #if defined(LOCKSTEP_HAVE_MPI)
 #include <lockstep/mpi.hpp>
@@ -326,19 +327,6 @@ int run(Flags flags, [[maybe_unused]] int argc, [[maybe_unused]] char** argv) {
   return train(flags, MirroredPolicy<HostAllReduce>{flags.replicas});
 }
 
-// Whether everything printed reached stdout: a full disk or a closed pipe
-// must not look like success (exit status 1, and a line on stderr).
-int finish_output(int status) {
-  errno = 0;
-  std::cout.flush();
-  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
-  if (!failed) return status;
-  const int err = errno;
-  std::fprintf(stderr, "fashion_mnist: the output could not be written to stdout%s%s\n", err ? ": " : "",
-               err ? std::strerror(err) : "");
-  return status != 0 ? status : 1;
-}
-
 int main(int argc, char** argv) {
   Flags flags;
   try {
@@ -349,7 +337,7 @@ int main(int argc, char** argv) {
   }
   if (flags.help) {
     std::cout << kUsage;
-    return finish_output(0);
+    return lockstep::finish_output("fashion_mnist", 0);
   }
   int status = 0;
   try {
@@ -361,5 +349,5 @@ int main(int argc, char** argv) {
     std::cerr << "fashion_mnist: " << e.what() << '\n';
     return 2;
   }
-  return finish_output(status);
+  return lockstep::finish_output("fashion_mnist", status);
 }

@@ -8,6 +8,7 @@
 #include "lockstep/core/error.hpp"
 #include "lockstep/core/flags.hpp"
 #include "lockstep/core/input_file.hpp"
+#include "lockstep/core/output.hpp"
 #include "lockstep/core/rng.hpp"
 #include "lockstep/core/shape.hpp"
 #include "lockstep/core/version.hpp"
