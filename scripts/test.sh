@@ -10,6 +10,12 @@
 # LOCKSTEP_SKIP_CUDA=1 leaves the CUDA build out. Where nvcc is found, the
 # rehearsal of the GPU node's check (scripts/gpu-rehearsal.sh) runs after the
 # host tests, before the totals; LOCKSTEP_SKIP_REHEARSAL=1 leaves it out.
+# After the host tests come the host tests again under sanitizers
+# (scripts/sanitize.sh: ASan+UBSan, then TSan, in build/asan and build/tsan)
+# and the fuzzers of the file readers (scripts/fuzz.sh: libFuzzer, 60 s per
+# target, FUZZ_SECONDS to change); any report fails the script, and neither
+# is counted in the totals. LOCKSTEP_SKIP_SANITIZERS=1 and LOCKSTEP_SKIP_FUZZ=1
+# leave them out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +45,19 @@ fi
 
 echo "==> [4/4] host tests (ctest --preset host -j 2${*:+ $*})"
 ctest --preset host -j 2 "$@" | tee "$logs/host.log"
+
+if [[ ${LOCKSTEP_SKIP_SANITIZERS:-0} == 1 ]]; then
+  echo "==> sanitizers: skipped (LOCKSTEP_SKIP_SANITIZERS=1)"
+else
+  echo "==> sanitizers (scripts/sanitize.sh): the host tests under ASan+UBSan and under TSan"
+  scripts/sanitize.sh
+fi
+if [[ ${LOCKSTEP_SKIP_FUZZ:-0} == 1 ]]; then
+  echo "==> fuzz: skipped (LOCKSTEP_SKIP_FUZZ=1)"
+else
+  echo "==> fuzz (scripts/fuzz.sh): libFuzzer on the IDX, CSV and safetensors readers, ${FUZZ_SECONDS:-60} s each"
+  scripts/fuzz.sh
+fi
 
 # The GPU node's check, rehearsed on a stand-in for the node (set -e stops the
 # script where it fails). Not counted in the totals, which are ctest's.

@@ -5,23 +5,31 @@
 # does the same check and install.
 
 LOCKSTEP_PACKAGES=(cmake g++ make doctest-dev zlib1g-dev libdnnl-dev libopenblas-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin)
+# What scripts/sanitize.sh and scripts/fuzz.sh need besides: Ninja (it builds
+# several targets in parallel where make's top level goes one at a time),
+# clang and its runtime libraries (libclang_rt.fuzzer and the sanitizers).
+# g++'s sanitizer runtimes come with g++ (libasan8, libtsan2, libubsan1).
+LOCKSTEP_CHECK_PACKAGES=(ninja-build clang libclang-rt-14-dev)
 
+# Installs the packages named, or LOCKSTEP_PACKAGES when none are.
 lockstep_ensure_packages() {
+  local wanted=("$@")
+  ((${#wanted[@]})) || wanted=("${LOCKSTEP_PACKAGES[@]}")
   if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "error: dpkg/apt-get not found; these scripts install packages on Debian." >&2
-    echo "       elsewhere, install the equivalents of: ${LOCKSTEP_PACKAGES[*]}" >&2
+    echo "       elsewhere, install the equivalents of: ${wanted[*]}" >&2
     return 1
   fi
 
   local pkg
   local missing=()
-  for pkg in "${LOCKSTEP_PACKAGES[@]}"; do
+  for pkg in "${wanted[@]}"; do
     if ! dpkg -s "$pkg" >/dev/null 2>&1; then
       missing+=("$pkg")
     fi
   done
   if ((${#missing[@]} == 0)); then
-    echo "all packages present: ${LOCKSTEP_PACKAGES[*]}"
+    echo "all packages present: ${wanted[*]}"
     return 0
   fi
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -237,4 +238,45 @@ TEST_CASE("initial_epoch outside [0, epochs] is an Error") {
   options.initial_epoch = 3;
   CHECK_THROWS_WITH_AS(trainer.fit(model, data, options), doctest::Contains("initial_epoch 3, expected in [0, epochs = 2]"),
                        Error);
+}
+
+// Cases the fuzzers (tests/fuzz) probe for: headers whose numbers are not
+// counts, or whose sizes wrap around, are Errors rather than files accepted.
+TEST_CASE("a safetensors header whose shape overflows or is not whole counts is an Error") {
+  testing::TempDir dir;
+  const std::string path = dir.file("odd.safetensors");
+  // 2^40 * 2^24 elements wrap to 0 in 64 bits, which matched a 0-byte range.
+  io::write_safetensors(path, {{"huge", "F32", {std::int64_t{1} << 40, std::int64_t{1} << 24}, nullptr, 0}}, {});
+  CHECK_THROWS_WITH_AS(io::SafetensorsFile{path}, doctest::Contains("more elements than memory can hold"), Error);
+  const auto with_header = [&](std::string header) {
+    while (header.size() % 8) header += ' ';
+    std::string bytes(8, '\0');
+    const std::uint64_t length = header.size();
+    std::memcpy(bytes.data(), &length, 8);
+    write_all(path, bytes + header + std::string(8, '\0'));
+    return path;
+  };
+  CHECK_THROWS_WITH_AS(io::SafetensorsFile{with_header(R"({"t":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})")},
+                       doctest::Contains("tensor 't' has a dimension that is not a count"), Error);
+  CHECK_THROWS_WITH_AS(io::SafetensorsFile{with_header(R"({"t":{"dtype":"U8","shape":[2],"data_offsets":[0.5,2.5]}})")},
+                       doctest::Contains("tensor 't' claims bytes [0.5, 2.5)"), Error);
+  CHECK_THROWS_WITH_AS(io::SafetensorsFile{with_header(R"({"t":{"dtype":"U8","shape":[2],"data_offsets":["0",2]}})")},
+                       doctest::Contains("tensor 't' claims bytes"), Error);
+  CHECK_NOTHROW(io::SafetensorsFile{with_header(R"({"t":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})")});
+}
+
+TEST_CASE("a checkpoint whose run state is not a count in range is an Error") {
+  testing::TempDir dir;
+  const std::string path = dir.file("c.safetensors");
+  Snapshot snap;
+  snap.params.resize(Model::kParams);
+  snap.state.resize(Model::kState);
+  // The caller's extra metadata is written as it is, so a bad value keeps a good CRC.
+  for (const char* epoch : {"-1", " 1", "2147483648", "99999999999999999999999"}) {
+    CAPTURE(epoch);
+    write_checkpoint<Model>(snap, path, {{"epoch", epoch}});
+    CHECK_THROWS_WITH_AS(read_checkpoint<Model>(path), doctest::Contains("__metadata__ 'epoch' is '"), Error);
+  }
+  write_checkpoint<Model>(snap, path, {{"epoch", "2147483647"}});
+  CHECK(read_checkpoint<Model>(path).run.epoch == 2147483647);
 }

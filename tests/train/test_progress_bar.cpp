@@ -1,12 +1,47 @@
 // The progress display in Keras' format, one line per epoch off a terminal.
 #include <doctest/doctest.h>
 
-#include <regex>
+#include <cctype>
 #include <sstream>
+#include <string>
 
 #include "test_helpers.hpp"
 
 using namespace lockstep;
+
+namespace {
+// Whether `text` is `pattern`, where '#' stands for one or more digits and
+// '@' for a time unit (us, ms or s). Not std::regex: with g++ 12 and the
+// sanitizers, <regex>'s own code trips -Wmaybe-uninitialized under -Werror.
+bool like(const std::string& text, const std::string& pattern) {
+  std::size_t t = 0;
+  for (const char p : pattern) {
+    if (p == '#') {
+      const std::size_t start = t;
+      while (t < text.size() && std::isdigit(static_cast<unsigned char>(text[t]))) ++t;
+      if (t == start) return false;
+    } else if (p == '@') {
+      if (text.compare(t, 2, "us") == 0 || text.compare(t, 2, "ms") == 0) t += 2;
+      else if (text.compare(t, 1, "s") == 0) t += 1;
+      else return false;
+    } else if (t < text.size() && text[t] == p) {
+      ++t;
+    } else {
+      return false;
+    }
+  }
+  return t == text.size();
+}
+}  // namespace
+
+TEST_CASE("the pattern matcher of these tests") {
+  CHECK(like("12s 3ms/step", "#s #@/step"));
+  CHECK(like("1s 40us/step", "#s #@/step"));
+  CHECK(like("1s 2s/step", "#s #@/step"));
+  CHECK_FALSE(like("s 3ms/step", "#s #@/step"));
+  CHECK_FALSE(like("1s 3ns/step", "#s #@/step"));
+  CHECK_FALSE(like("1s 3ms/step!", "#s #@/step"));
+}
 
 TEST_CASE("ProgressBar writes Keras' lines when output is not a terminal") {
   std::ostringstream out;
@@ -21,8 +56,8 @@ TEST_CASE("ProgressBar writes Keras' lines when output is not a terminal") {
   bar.on_epoch_begin(0, info);
   for (std::size_t s = 0; s < 469; ++s) bar.on_batch_end(s, logs);
   bar.on_epoch_end(0, logs);
-  const std::regex line(R"(Epoch 1/2\n469/469 \[={30}\] - \d+s \d+(us|ms|s)/step - loss: 0\.5123 - accuracy: 0\.8201\n)");
-  CHECK(std::regex_match(out.str(), line));
+  CHECK(like(out.str(), "Epoch 1/2\n469/469 [" + std::string(30, '=') +
+                            "] - #s #@/step - loss: 0.5123 - accuracy: 0.8201\n"));
 }
 
 TEST_CASE("the in-progress line has an arrow head and an ETA") {
@@ -36,5 +71,5 @@ TEST_CASE("the in-progress line has an arrow head and an ETA") {
   Logs logs;
   logs.add("loss", 1.0);
   const std::string l = bar.line(5, logs, std::chrono::steady_clock::now());
-  CHECK(std::regex_match(l, std::regex(R"( 5/10 \[={14}>\.{15}\] - ETA: \d+s - loss: 1\.0000)")));
+  CHECK(like(l, " 5/10 [" + std::string(14, '=') + ">" + std::string(15, '.') + "] - ETA: #s - loss: 1.0000"));
 }

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -79,14 +81,19 @@ Snapshot read_checkpoint(const std::string& path, std::map<std::string, std::str
     at = comma + 1;
   }
   file.read("optimizer/iterations", "I64", {1}, &snap.iterations);
-  const auto number = [&](const char* key) {
+  // Digits only, and no more than `max`: strtoull alone takes "-1" (as its
+  // largest value), leading spaces and out-of-range numbers.
+  const auto number = [&](const char* key, std::uint64_t max = UINT64_MAX) {
     const std::string& text = file.metadata(key);
+    errno = 0;
     char* end = nullptr;
     const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-    require(!text.empty() && *end == '\0', path, ": __metadata__ '", key, "' is '", text, "', expected a count");
+    require(!text.empty() && text.find_first_not_of("0123456789") == std::string::npos && *end == '\0' &&
+                errno != ERANGE && v <= max,
+            path, ": __metadata__ '", key, "' is '", text, "', expected a count up to ", max);
     return static_cast<std::uint64_t>(v);
   };
-  snap.run.epoch = static_cast<int>(number("epoch"));
+  snap.run.epoch = static_cast<int>(number("epoch", static_cast<std::uint64_t>(INT_MAX)));
   snap.run.step = static_cast<std::size_t>(number("step"));
   snap.run.seed = number("seed");
   snap.run.steps_done = number("steps_done");

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -166,21 +167,31 @@ class SafetensorsFile {
                   offsets->type == Json::Type::kArray && offsets->items.size() == 2,
               path_, ": tensor '", name, "' lacks dtype, shape or data_offsets [begin, end]");
       e.dtype = dtype->text;
+      // The element count must not wrap around: dimensions whose product
+      // overflows could otherwise match the byte range by accident.
       std::size_t count = 1;
+      bool overflow = false;
       for (const Json& d : shape->items) {
-        require(d.type == Json::Type::kNumber && d.number >= 0 && d.number < 1e15, path_, ": tensor '", name,
-                "' has a dimension that is not a count");
-        e.shape.push_back(static_cast<std::int64_t>(d.number));
-        count *= static_cast<std::size_t>(d.number);
+        require(d.type == Json::Type::kNumber && d.number >= 0 && d.number < 1e15 && d.number == std::floor(d.number),
+                path_, ": tensor '", name, "' has a dimension that is not a count");
+        const auto dim = static_cast<std::size_t>(d.number);
+        e.shape.push_back(static_cast<std::int64_t>(dim));
+        if (dim != 0 && count > SIZE_MAX / dim) overflow = true;
+        count *= dim;
       }
-      const double b = offsets->items[0].number, en = offsets->items[1].number;
-      require(b >= 0 && en >= b && en <= static_cast<double>(data_size), path_, ": tensor '", name,
-              "' claims bytes [", b, ", ", en, ") of a data section of ", data_size,
+      require(!overflow, path_, ": tensor '", name, "' has shape ", detail::shape_text(e.shape),
+              ", more elements than memory can hold: the file is corrupt");
+      const Json& first = offsets->items[0];
+      const Json& last = offsets->items[1];
+      const double b = first.number, en = last.number;
+      require(first.type == Json::Type::kNumber && last.type == Json::Type::kNumber && b >= 0 && en >= b &&
+                  en <= static_cast<double>(data_size) && b == std::floor(b) && en == std::floor(en),
+              path_, ": tensor '", name, "' claims bytes [", b, ", ", en, ") of a data section of ", data_size,
               " bytes: the file is truncated or corrupt");
       e.begin = static_cast<std::size_t>(b);
       e.end = static_cast<std::size_t>(en);
       const std::size_t size = detail::dtype_size(e.dtype);
-      require(size == 0 || e.end - e.begin == count * size, path_, ": tensor '", name, "' has ", e.end - e.begin,
+      require(size == 0 || (count <= SIZE_MAX / size && e.end - e.begin == count * size), path_, ": tensor '", name, "' has ", e.end - e.begin,
               " bytes, but ", e.dtype, " of shape ", detail::shape_text(e.shape), " needs ", count * size);
       entries_.emplace(name, std::move(e));
     }
