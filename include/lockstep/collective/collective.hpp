@@ -43,6 +43,7 @@
 
 #include "lockstep/core/communication.hpp"
 #include "lockstep/core/config.hpp"
+#include "lockstep/core/error.hpp"
 #include "lockstep/core/traits.hpp"
 
 namespace lockstep {
@@ -70,6 +71,21 @@ struct SingleProcess {
   // Every process's text on rank 0: here only this one's.
   std::vector<std::string> gather_to_root(const std::string& text) { return {text}; }
 };
+
+// Where a wait that timed out was, for its message: " in step 17 of this
+// fit (counted from 0 over its epochs)", or `outside` when `step` is -1.
+inline std::string step_text(std::int64_t step, const char* outside = " outside a training step") {
+  return step >= 0 ? concat(" in step ", step, " of this fit (counted from 0 over its epochs)") : std::string(outside);
+}
+
+// The Error of a shared-memory group's barrier that timed out: "HostAllReduce:
+// all_reduce of 814120 bytes in step 3 ... timed out (arriving): <who did not
+// arrive>. <what next>". `phase` (what the others had not finished) may be null.
+inline std::string barrier_timeout(const std::string& group, const char* call, std::size_t bytes, std::int64_t step,
+                                   const char* phase, const std::string& stall) {
+  return concat(group, ": ", call, " of ", bytes, " bytes", step_text(step), " timed out",
+                phase ? concat(" (", phase, ")") : std::string(), ": ", stall, ". ", kAfterTimeout);
+}
 
 // The largest of `parts` parts of a `count`-long buffer cut into whole
 // multiples of `grain` elements (the last part short), as the collectives

@@ -153,11 +153,7 @@ struct HostAllReduce {
     // the replicas that had not arrived (`phase`: what they had not finished).
     void wait(int replica, const char* call, std::size_t count, const char* phase) {
       barrier_.wait(replica, [&](const host::Stall& stall) {
-        return detail::concat(label_, ": ", call, " of ", count * sizeof(float), " bytes",
-                              step_ >= 0 ? detail::concat(" in step ", step_, " of this fit (counted from 0 over its "
-                                                          "epochs)")
-                                         : std::string(" outside a training step"),
-                              " timed out (", phase, "): ", stall.text(), ". ", detail::kAfterTimeout);
+        return detail::barrier_timeout(label_, call, count * sizeof(float), step_, phase, stall.text());
       });
     }
 

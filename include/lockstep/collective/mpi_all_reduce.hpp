@@ -224,10 +224,9 @@ class MpiProcesses {
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
   }
 
-  // " in step 17 of this fit (counted from 0 over its epochs)", or outside one.
+  // Where this rank was (collective.hpp's step_text), or what runs outside a step.
   std::string step_text() const {
-    return step_ >= 0 ? concat(" in step ", step_, " of this fit (counted from 0 over its epochs)")
-                      : std::string(" outside a training step (the start of fit, evaluation or the placement log)");
+    return detail::step_text(step_, " outside a training step (the start of fit, evaluation or the placement log)");
   }
   // "rank 1" / "ranks 1, 2": every rank but this one.
   std::string other_ranks() const {

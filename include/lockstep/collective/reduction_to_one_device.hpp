@@ -80,12 +80,8 @@ struct ReductionToOneDevice<Host> {
    private:
     void wait(int replica, bool everywhere, std::size_t count) {
       barrier_.wait(replica, [&](const host::Stall& stall) {
-        return detail::concat(kName, ": ", everywhere ? "all_reduce" : "reduce_to_root", " of ", count * sizeof(float),
-                              " bytes",
-                              step_ >= 0 ? detail::concat(" in step ", step_, " of this fit (counted from 0 over its "
-                                                          "epochs)")
-                                         : std::string(" outside a training step"),
-                              " timed out: ", stall.text(), ". ", detail::kAfterTimeout);
+        return detail::barrier_timeout(kName, everywhere ? "all_reduce" : "reduce_to_root", count * sizeof(float), step_,
+                                       nullptr, stall.text());
       });
     }
 
