@@ -4,7 +4,7 @@
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
 //                         [--mfu yes|no] [--model mlp|cnn] [--conv builtin|onednn]
-//                         [--profile off|compiled|recording]
+//                         [--profile off|compiled|recording] [--deterministic UNITS]
 // --model mlp (default): 784-256-10; cnn: Keras' simple MNIST convnet
 // (examples/fashion_mnist --model cnn) on 28x28x1 samples. --conv picks the
 // host's convolution path (host::set_conv_path; default host::kDefaultConvPath).
@@ -16,6 +16,8 @@
 // Profiled<strategy> with the profiler stopped; recording also records every
 // timed step (profiler::start before, stop after the timing): the profiler's
 // cost is recording's samples/s against off's (benchmarks/profile_overhead.sh).
+// --deterministic UNITS trains in the deterministic mode with that many units
+// (core/determinism.hpp; 24 covers 1, 2, 3, 4, 6 and 8 replicas).
 // multiworker runs under mpirun; --replicas is then per process, B global.
 // --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
 // with the chosen collective; it prints the model TFLOP/s instead of mfu.
@@ -56,6 +58,7 @@ constexpr int kMaxSteps = 1000000;
 struct Run {
   std::size_t batch = 128;
   int steps = 200, epochs = 1, blas_threads = 0;
+  int deterministic = 0;  // units of the deterministic mode; 0: the default mode
   bool mfu = true;  // measure the SGEMM peak afterwards and print mfu
   std::string profile = "off";
 };
@@ -89,6 +92,7 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   const Dataset data(std::move(x), kFeatures, std::move(y));
 
   Model model{0};
+  if (run.deterministic) strategy.set_deterministic(Deterministic{run.deterministic});
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
   constexpr bool kHost = std::is_same_v<typename Strategy::backend, Host>;
   if (kHost && run.blas_threads > 0) host::set_blas_threads(run.blas_threads);  // instead of cores / replicas
@@ -125,8 +129,10 @@ int measure(Strategy strategy, const char* name, const Run& run) {
                 samples_per_s * Model::kTrainFlopsPerSample * 1e-12);
     return 0;
   }
-  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s profile=%s", name,
-              trainer.global_replicas(), batch, steps, host::kGemmPath, run.profile.c_str());
+  // replicas: the strategy's (the deterministic mode's units are not replicas).
+  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s profile=%s deterministic=%d", name,
+              strategy.replicas() * trainer.executor().group().process_count(), batch, steps, host::kGemmPath,
+              run.profile.c_str(), run.deterministic);
   if constexpr (!std::is_same_v<Model, Mlp>)
     std::printf(" conv=%s", host::conv_path() == host::ConvPath::kOneDnn ? "onednn" : "builtin");
   if (record) std::printf(" spans_per_replica_step=%.1f span_ns=%.1f", per_step, span_ns);
@@ -201,8 +207,9 @@ int benchmark(int argc, char** argv) {
       else if (flag == "--steps") run.steps = parse_integer(flag, value, 1, kMaxSteps);
       else if (flag == "--epochs") run.epochs = parse_integer(flag, value, 1, kMaxSteps);
       else if (flag == "--blas-threads") run.blas_threads = parse_integer(flag, value, 1, kMaxReplicas);
+      else if (flag == "--deterministic") run.deterministic = parse_integer(flag, value, 1, detail::kMaxUnits);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
-                "--steps, --epochs, --blas-threads, --mfu, --model, --conv or --profile");
+                "--steps, --epochs, --blas-threads, --mfu, --model, --conv, --profile or --deterministic");
     }
     // The timed steps are counted in an int.
     require(static_cast<long long>(run.steps) * run.epochs <= kMaxSteps, "--steps ", run.steps, " times --epochs ",

@@ -53,6 +53,8 @@ struct Flags {
   bool replicas_given = false;
   bool log_placement = false;
   std::string profile_dir, tensorboard_dir;  // empty: off
+  int units = 0;           // --deterministic (24 units) or --units U; 0: the default mode
+  std::string save_path;   // --save: the trained checkpoint; empty: not saved
 };
 
 const char* kUsage =
@@ -60,7 +62,7 @@ const char* kUsage =
     "                     [--collective nccl|hierarchical|one_device] [--epochs E] [--batch-size B]\n"
     "                     [--data DIR] [--seed S] [--model mlp|mlp_bn_dropout|cnn|cnn_bn]\n"
     "                     [--log-placement] [--profile DIR] [--tensorboard DIR] [--timeout SECONDS]\n"
-    "                     [--backup-dir DIR]\n"
+    "                     [--backup-dir DIR] [--deterministic] [--units U] [--save PATH]\n"
     "  --backend B     host (CPU threads) or cuda (GPUs; builds made by nvcc, the default there\n"
     "                  when a GPU is visible)\n"
     "  --strategy S    mirrored (default), central (CentralStoragePolicy; with cuda the\n"
@@ -88,6 +90,13 @@ const char* kUsage =
     "                  error, default 300, a number greater than 0, at most 604800 (a week)\n"
     "  --backup-dir DIR  back up the training state into DIR at each epoch's end and resume from\n"
     "                  it when restarted (BackupAndRestore)\n"
+    "  --deterministic  train bit for bit the same whatever --replicas (and processes): the\n"
+    "                  batch is split into 24 units summed in a fixed order (covers 1, 2, 3, 4,\n"
+    "                  6 and 8 replicas); host backend only\n"
+    "  --units U       --deterministic with U units, a multiple of every replica count used,\n"
+    "                  at most 4096\n"
+    "  --save PATH     write the trained weights, state and optimizer slots to PATH (a\n"
+    "                  lockstep checkpoint: safetensors)\n"
     "Exit status: 0 done, 1 the results could not be written, 2 an error (the message says which).\n";
 
 Flags parse(int argc, char** argv) {
@@ -102,15 +111,21 @@ Flags parse(int argc, char** argv) {
       f.log_placement = true;
       continue;
     }
+    if (flag == "--deterministic") {
+      if (f.units == 0) f.units = 24;
+      continue;
+    }
     lockstep::require(flag.rfind("--", 0) == 0 && (flag == "--replicas" || flag == "--epochs" ||
                                                    flag == "--batch-size" || flag == "--data" || flag == "--seed" ||
                                                    flag == "--strategy" || flag == "--backend" ||
                                                    flag == "--collective" || flag == "--model" ||
                                                    flag == "--profile" || flag == "--tensorboard" ||
-                                                   flag == "--timeout" || flag == "--backup-dir"),
+                                                   flag == "--timeout" || flag == "--backup-dir" ||
+                                                   flag == "--units" || flag == "--save"),
                       "unknown flag '", flag,
                       "'; expected one of --backend --strategy --replicas --collective --epochs --batch-size --data "
-                      "--seed --model --log-placement --profile --tensorboard --timeout --backup-dir");
+                      "--seed --model --log-placement --profile --tensorboard --timeout --backup-dir "
+                      "--deterministic --units --save");
     lockstep::require(i + 1 < argc, flag, " needs a value");
     const std::string value = argv[++i];
     if (flag == "--replicas") {
@@ -137,6 +152,11 @@ Flags parse(int argc, char** argv) {
     if (flag == "--backup-dir") {
       lockstep::require(!value.empty(), "--backup-dir: an empty path, expected a folder");
       f.backup_dir = value;
+    }
+    if (flag == "--units") f.units = lockstep::parse_integer(flag, value, 1, lockstep::detail::kMaxUnits);
+    if (flag == "--save") {
+      lockstep::require(!value.empty(), "--save: an empty path, expected a file to write");
+      f.save_path = value;
     }
     if (flag == "--data") f.data = value;
     if (flag == "--profile") f.profile_dir = value;
@@ -230,6 +250,7 @@ int train_model(const Flags& flags, Strategy strategy) {
 
   const Logs result = trainer.evaluate(model, test);
   // example-end fashion_mnist
+  if (!flags.save_path.empty()) save_checkpoint(trainer, model, flags.save_path);  // --save
   if (trainer.process_rank() == 0) {
     // What this process ran: all epochs, less what came before the backup it resumed from.
     const double per_epoch = static_cast<double>((train.size() + flags.batch_size - 1) / flags.batch_size);
@@ -240,8 +261,12 @@ int train_model(const Flags& flags, Strategy strategy) {
       steps -= from.epoch * per_epoch + static_cast<double>(from.step);
       samples -= from.epoch * static_cast<double>(train.size()) + static_cast<double>(from.step * flags.batch_size);
     }
-    std::printf("backend=%s replicas=%d fit_seconds=%.3f samples_per_s=%.0f step_ms=%.4f\n",
-                Strategy::backend::kName, trainer.global_replicas(), seconds, seconds > 0 ? samples / seconds : 0.0,
+    // The strategy's replicas of every process (in the deterministic mode the
+    // trainer's replicas are its units).
+    const int replicas =
+        flags.units ? strategy.replicas() * trainer.executor().group().process_count() : trainer.global_replicas();
+    std::printf("backend=%s replicas=%d units=%d fit_seconds=%.3f samples_per_s=%.0f step_ms=%.4f\n",
+                Strategy::backend::kName, replicas, flags.units, seconds, seconds > 0 ? samples / seconds : 0.0,
                 steps > 0 ? 1e3 * seconds / steps : 0.0);
     std::printf("test_accuracy=%.4f test_loss=%.4f\n", result["accuracy"], result["loss"]);
   }
@@ -272,6 +297,7 @@ int train(const Flags& flags, Plain plain) {
   using Strategy = Profiled<Plain>;
   Strategy strategy{plain};
   strategy.set_communication(CommunicationOptions{flags.timeout_seconds});  // --timeout
+  strategy.set_deterministic(Deterministic{flags.units});                    // --deterministic, --units
   log_device_placement(flags.log_placement);
   if (flags.model == "cnn" || flags.model == "cnn_bn") {
     // Only where the backend has convolutions (the CUDA backend needs cuDNN for them).

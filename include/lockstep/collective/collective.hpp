@@ -27,6 +27,11 @@
 //       calls may be recorded in a CUDA graph; calls on parts of the buffer
 //       may overlap backward; several replicas may share one device
 //   gather_to_root(text) -> every process's text on rank 0 (the placement log)
+//   sum_in_replica_order()                       the deterministic mode
+//       (core/determinism.hpp): from now on every value is summed left to
+//       right over the job's replicas in global order, whatever the process
+//       count. A group that always sums so in one process (HostAllReduce)
+//       need not have it; one that spans processes must (in_unit_order below)
 // and on the collective itself, for the placement log (observe/placement.hpp):
 //   static describe(count, local_replicas, processes, CollectiveCall)
 //       how it combines a buffer of `count` floats, in words
@@ -190,6 +195,20 @@ void configure_group(G& group, const CommunicationOptions& options) {
 template <class G>
 void set_group_step(G& group, std::int64_t step) {
   if constexpr (is_detected<group_set_step, G>) group.set_step(step);
+}
+
+template <class G>
+using group_replica_order = decltype(std::declval<G&>().sum_in_replica_order());
+// The deterministic mode's sums, in global replica (unit) order: asked of a
+// group that has the call; any other must keep every replica in this process.
+template <class G>
+void in_unit_order(G& group) {
+  if constexpr (is_detected<group_replica_order, G>)
+    group.sum_in_replica_order();
+  else
+    require(group.process_count() == 1, "Deterministic: this collective sums across its ", group.process_count(),
+            " processes in an order that depends on the process count, so it cannot give the deterministic mode's "
+            "bits; use MultiWorkerMirroredPolicy<MpiAllReduce> across processes");
 }
 
 // group.release_after_failure() where the group has device work to drop.

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -283,7 +284,10 @@ struct MpiAllReduce {
 
   class Group : public detail::MpiProcesses {
    public:
-    explicit Group(int local_replicas) : local_(local_replicas), barrier_(std::max(local_replicas, 1)) {
+    explicit Group(int local_replicas)
+        : local_(local_replicas),
+          barrier_(std::max(local_replicas, 1)),
+          buffers_(static_cast<std::size_t>(std::max(local_replicas, 1))) {
       local_.set_label(detail::concat("MpiAllReduce (its HostAllReduce over the ", local_replicas,
                                       " replicas of rank ", rank_, " of ", size_, ")"));
       set_timeout(timeout_);
@@ -306,16 +310,22 @@ struct MpiAllReduce {
       local_.set_step(step);
     }
 
+    // The deterministic mode: every value summed left to right over the
+    // job's replicas in global order, as HostAllReduce sums the replicas of
+    // one process, so that P processes x R replicas give the bits of one
+    // process of P x R (exchange_in_replica_order).
+    void sum_in_replica_order() { replica_order_ = true; }
+
     void all_reduce(int replica, float* data, std::size_t count, ReduceOp op = ReduceOp::kSum) {
-      local_.all_reduce(replica, data, count, ReduceOp::kSum);
-      if (size_ > 1) {
-        if (replica == 0) {
-          across_processes(data, count);
-          root_buffer_ = data;
-        }
+      if (replica_order_ && size_ > 1) {
+        buffers_[static_cast<std::size_t>(replica)] = data;
         wait_for_exchange(replica, count);
-        if (replica != 0) std::memcpy(data, root_buffer_, count * sizeof(float));
+        if (replica == 0) exchange_in_replica_order(count);
         wait_for_exchange(replica, count);
+        if (replica != 0) std::memcpy(data, buffers_[0], count * sizeof(float));
+        wait_for_exchange(replica, count);
+      } else {
+        all_reduce_by_ring(replica, data, count);
       }
       if (op == ReduceOp::kMean) {
         const float scale = 1.0f / static_cast<float>(size());
@@ -333,6 +343,19 @@ struct MpiAllReduce {
     }
 
    private:
+    void all_reduce_by_ring(int replica, float* data, std::size_t count) {
+      local_.all_reduce(replica, data, count, ReduceOp::kSum);
+      if (size_ > 1) {
+        if (replica == 0) {
+          across_processes(data, count);
+          root_buffer_ = data;
+        }
+        wait_for_exchange(replica, count);
+        if (replica != 0) std::memcpy(data, root_buffer_, count * sizeof(float));
+        wait_for_exchange(replica, count);
+      }
+    }
+
     void wait_for_exchange(int replica, std::size_t count) {
       barrier_.wait(replica, [&](const host::Stall& stall) {
         return detail::concat("MpiAllReduce: all_reduce of ", count * sizeof(float), " bytes", step_text(),
@@ -382,7 +405,8 @@ struct MpiAllReduce {
     // MPI_Allgatherv and 212 us for MPI_Allreduce (whose ranks need not agree
     // to the bit); 577 against 753 and 848 us for 3 processes on 2 cores.
     void across_processes(float* data, std::size_t count) {
-      if (counts_.size() != static_cast<std::size_t>(size_) || cached_count_ != count) {
+      split(count);
+      if (count == 0) return;
         counts_.assign(static_cast<std::size_t>(size_), 0);
         displs_.assign(static_cast<std::size_t>(size_), 0);
         for (int r = 0; r < size_; ++r) {
@@ -391,10 +415,6 @@ struct MpiAllReduce {
           counts_[static_cast<std::size_t>(r)] = static_cast<int>(last - first);
           displs_[static_cast<std::size_t>(r)] = static_cast<int>(first);
         }
-        cached_count_ = count;
-        incoming_.assign(static_cast<std::size_t>(*std::max_element(counts_.begin(), counts_.end())), 0.0f);
-      }
-      if (count == 0) return;
       const Clock::time_point until = deadline();  // one deadline for the whole exchange
       const std::size_t bytes = count * sizeof(float);
       const auto chunk = [&](int step_back) {  // the chunk `step_back` ranks to the left of this one
@@ -417,6 +437,80 @@ struct MpiAllReduce {
       }
     }
 
+    // counts_/displs_: rank r's chunk of a `count`-float buffer, P chunks.
+    void split(std::size_t count) {
+      if (counts_.size() == static_cast<std::size_t>(size_) && cached_count_ == count) return;
+      require(count <= static_cast<std::size_t>(std::numeric_limits<int>::max()) / static_cast<std::size_t>(size()),
+              "MpiAllReduce: a buffer of ", count, " floats over ", size(), " replicas, expected at most ",
+              std::numeric_limits<int>::max() / size(), " (MPI counts are int)");
+      counts_.assign(static_cast<std::size_t>(size_), 0);
+      displs_.assign(static_cast<std::size_t>(size_), 0);
+      for (int r = 0; r < size_; ++r) {
+        const std::size_t first = count * static_cast<std::size_t>(r) / static_cast<std::size_t>(size_);
+        const std::size_t last = count * static_cast<std::size_t>(r + 1) / static_cast<std::size_t>(size_);
+        counts_[static_cast<std::size_t>(r)] = static_cast<int>(last - first);
+        displs_[static_cast<std::size_t>(r)] = static_cast<int>(first);
+      }
+      cached_count_ = count;
+      incoming_.assign(static_cast<std::size_t>(*std::max_element(counts_.begin(), counts_.end())), 0.0f);
+    }
+
+    // The deterministic mode's sum, from replica 0's thread once every local
+    // buffer is in buffers_: rank k receives chunk k of every replica's
+    // buffer (MPI_Ialltoallv; replica r of rank p is the job's replica
+    // p * R + r, so the rows arrive in global order), sums them left to
+    // right as HostAllReduce::reduce_chunk does, and the summed chunks go to
+    // every rank (MPI_Iallgatherv) in local replica 0's buffer. It moves R
+    // times the bytes of the ring: the price of one summation order for
+    // every process count.
+    void exchange_in_replica_order(std::size_t count) {
+      split(count);
+      if (count == 0) return;
+      const std::size_t local = static_cast<std::size_t>(local_.size()), ranks = static_cast<std::size_t>(size_);
+      const std::size_t mine = static_cast<std::size_t>(counts_[static_cast<std::size_t>(rank_)]);
+      outgoing_.resize(local * count);
+      gathered_.resize(local * ranks * mine);
+      send_counts_.assign(ranks, 0);
+      send_displs_.assign(ranks, 0);
+      recv_counts_.assign(ranks, static_cast<int>(local * mine));
+      recv_displs_.assign(ranks, 0);
+      for (std::size_t q = 0; q < ranks; ++q) {
+        const std::size_t n = static_cast<std::size_t>(counts_[q]), at = local * static_cast<std::size_t>(displs_[q]);
+        send_counts_[q] = static_cast<int>(local * n);
+        send_displs_[q] = static_cast<int>(at);
+        recv_displs_[q] = static_cast<int>(q * local * mine);
+        for (std::size_t r = 0; r < local; ++r)
+          std::memcpy(outgoing_.data() + at + r * n, buffers_[r] + displs_[q], n * sizeof(float));
+      }
+      MPI_Request request = MPI_REQUEST_NULL;
+      detail::mpi_check(MPI_Ialltoallv(outgoing_.data(), send_counts_.data(), send_displs_.data(), MPI_FLOAT,
+                                       gathered_.data(), recv_counts_.data(), recv_displs_.data(), MPI_FLOAT, comm_,
+                                       &request),
+                        "MPI_Ialltoallv");
+      collective_wait(request, "MPI_Ialltoallv (the deterministic mode's sum in replica order)",
+                      local * count * sizeof(float));
+      float* const sum = buffers_[0] + displs_[static_cast<std::size_t>(rank_)];
+      const std::size_t rows = local * ranks;
+      const float* const first = gathered_.data();
+      const float* const second = rows > 1 ? first + mine : nullptr;
+      if (rows == 1) {
+        std::memcpy(sum, first, mine * sizeof(float));
+      } else {
+        LOCKSTEP_INDEPENDENT_ITERATIONS
+        for (std::size_t i = 0; i < mine; ++i) sum[i] = first[i] + second[i];
+        for (std::size_t row = 2; row < rows; ++row) {
+          const float* LOCKSTEP_RESTRICT add = first + row * mine;
+          LOCKSTEP_INDEPENDENT_ITERATIONS
+          for (std::size_t i = 0; i < mine; ++i) sum[i] += add[i];
+        }
+      }
+      detail::mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buffers_[0], counts_.data(), displs_.data(),
+                                        MPI_FLOAT, comm_, &request),
+                        "MPI_Iallgatherv");
+      collective_wait(request, "MPI_Iallgatherv (the deterministic mode's sum in replica order)",
+                      count * sizeof(float));
+    }
+
     static constexpr int kReduceTag = 17, kGatherTag = 18;
 
     HostAllReduce::Group local_;
@@ -425,6 +519,11 @@ struct MpiAllReduce {
     std::vector<int> counts_, displs_;
     std::size_t cached_count_ = 0;
     std::vector<float> incoming_;  // the chunk received in a reduce-scatter step
+    // The deterministic mode's exchange (exchange_in_replica_order).
+    bool replica_order_ = false;
+    std::vector<float*> buffers_;  // each local replica's buffer of the call under way
+    std::vector<float> outgoing_, gathered_;
+    std::vector<int> send_counts_, send_displs_, recv_counts_, recv_displs_;
   };
 };
 

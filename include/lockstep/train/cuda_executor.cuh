@@ -115,8 +115,18 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   static constexpr std::size_t kMetrics = sizeof...(Metric);
   static constexpr std::size_t kStats = skeleton::kStats;
 
+  // The deterministic mode (core/determinism.hpp) is built for host replicas
+  // only so far: asked of GPUs, an Error before any device is touched.
+  static const Strategy& without_deterministic_mode(const Strategy& strategy) {
+    require(!determinism_of(strategy).enabled(), "Deterministic{", determinism_of(strategy).units,
+            "}: the deterministic mode runs host replicas only in this version; the CUDA backend's sums (cuBLAS, "
+            "NCCL) are not yet in a fixed order across GPU counts. Train with a host strategy "
+            "(MirroredPolicy<HostAllReduce>) for bit-identical results, or without set_deterministic on GPUs");
+    return strategy;
+  }
+
   Executor(const Strategy& strategy, const Optimizer& optimizer)
-      : optimizer_(optimizer), devices_(resolve_devices(strategy)),
+      : optimizer_(optimizer), devices_(resolve_devices(without_deterministic_mode(strategy))),
         infos_(gpu::check_devices(devices_, strategy.heterogeneous(), nullptr, shared_devices<group_type>::value)),
         pool_(static_cast<int>(devices_.size())), progress_(new std::atomic<int>[devices_.size()]) {
     for (std::size_t r = 0; r < devices_.size(); ++r) progress_[r].store(kFinished, std::memory_order_relaxed);

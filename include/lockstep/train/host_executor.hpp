@@ -4,7 +4,10 @@
 // (allocated on its own thread), a host::Context, and the collective's group.
 // How a step combines gradients is the strategy's StepRule; where the rule's
 // variables are shared (the sharded update, central storage) every replica
-// computes with replica 0's copy, since threads share memory.
+// computes with replica 0's copy, since threads share memory. In the
+// deterministic mode (core/determinism.hpp) each unit of the batch is a
+// logical replica, a thread of its own, and as many of them compute at once
+// as the default mode would keep cores busy (host::Permits).
 #pragma once
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/backend_tags.hpp"
 #include "lockstep/core/communication.hpp"
+#include "lockstep/core/determinism.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/loader.hpp"
@@ -89,18 +93,40 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Executor(const Strategy& strategy, const Optimizer& optimizer)
       : optimizer_(optimizer),
         communication_(communication_of(strategy)),
-        pool_(strategy.replicas(), host::Denormals::kFlushToZero) {
-    pool_.set_timeout(communication_.timeout_seconds);
+        deterministic_(determinism_of(strategy)) {
+    pool_.emplace(strategy.replicas(), host::Denormals::kFlushToZero);
     make_group();
+    if (deterministic_.enabled()) {
+      // The units of this process become its logical replicas; the group
+      // sums them in unit order. As many run at once as the default mode
+      // would keep cores busy (its replicas, or its GEMM threads: every core
+      // of this process's share of the machine), and at least the replicas.
+      const int units = units_per_process(deterministic_, strategy.replicas(), group_->process_count());
+      const int cores = std::max(1, Host::hardware_threads() / group_->processes_on_this_node());
+      if (units != strategy.replicas()) {
+        group_.reset();
+        pool_.reset();
+        pool_.emplace(units, host::Denormals::kFlushToZero, std::max(strategy.replicas(), cores));
+        make_group();
+      }
+    }
+    pool_->set_timeout(communication_.timeout_seconds);
     if constexpr (kProfiled) observe::session().set_process(process_rank(), group_->process_count(), global_replicas());
     // Replicas are threads already: each GEMM gets the cores left per replica
-    // (counting the replicas of other processes on this machine).
-    host::set_blas_threads(
-        std::max(1, Host::hardware_threads() / (strategy.replicas() * group_->processes_on_this_node())));
+    // (counting the replicas of other processes on this machine). The
+    // deterministic mode gives each one thread: a library may split a
+    // product's sums over its threads differently for another count.
+    host::set_blas_threads(deterministic_.enabled()
+                               ? 1
+                               : std::max(1, Host::hardware_threads() /
+                                                 (strategy.replicas() * group_->processes_on_this_node())));
   }
 
-  int replicas() const { return pool_.size(); }
-  int global_replicas() const { return pool_.size() * group_->process_count(); }
+  // The deterministic mode the executor runs in (units 0: off).
+  const Deterministic& deterministic() const { return deterministic_; }
+
+  int replicas() const { return pool_->size(); }
+  int global_replicas() const { return pool_->size() * group_->process_count(); }
   int process_rank() const { return group_->process_rank(); }
   group_type& group() { return *group_; }
   template <class Model>
@@ -113,7 +139,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     std::vector<observe::ReplicaPlacement> out(static_cast<std::size_t>(replicas()));
     const std::string host = observe::host_name();
     const int rank = process_rank();
-    pool_.run([&](int r) { out[static_cast<std::size_t>(r)] = observe::this_thread_placement(rank, r, host); });
+    pool_->run([&](int r) { out[static_cast<std::size_t>(r)] = observe::this_thread_placement(rank, r, host); });
     return out;
   }
 
@@ -125,7 +151,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     optimizer_ = optimizer;
     check_batch_buffers<Model>("fit", capacity, label_width, true);
     RunState<Model>& run = run_state(model, capacity, label_width);
-    pool_.run([&](int r) { load(run, r, model.parameters().data(), model.state().data()); });
+    pool_->run([&](int r) { load(run, r, model.parameters().data(), model.state().data()); });
     job_ = [this, &run](int r) { replica_step(run, r); };
     steps_in_fit_ = 0;
   }
@@ -175,7 +201,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   void restore(Model& model, const Snapshot& from, std::size_t capacity, std::size_t label_width) {
     check_snapshot<Model>(from);
     RunState<Model>& run = run_state(model, capacity, label_width);
-    pool_.run([&](int r) {
+    pool_->run([&](int r) {
       load(run, r, from.params.data(), from.state.data());
       Replica<Model>& rep = *run.replicas[static_cast<std::size_t>(r)];
       host::Context ctx;
@@ -210,7 +236,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
         for (std::size_t i = 0; i < kStats; ++i) mine[i] += stats[i];
       });
     };
-    pool_.run(job);
+    pool_->run(job);
     return sum_over_replicas(sums, kStats, *group_);
   }
 
@@ -232,7 +258,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
                   out.begin() + static_cast<std::ptrdiff_t>(first * Model::kOutputs));
       });
     };
-    pool_.run(job);
+    pool_->run(job);
     return out;
   }
 
@@ -327,7 +353,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   RunState<Model>& run_state(const Model& model, std::size_t capacity, std::size_t label_width) {
     try {
       return states_.get<Replica<Model>>(
-          model, replicas(), capacity, label_width, [&](auto&& f) { pool_.run(f); },
+          model, replicas(), capacity, label_width, [&](auto&& f) { pool_->run(f); },
           [&](int r) {
             return std::make_unique<Replica<Model>>(optimizer_, !kSharedVariables || r == 0,
                                                     rule::holds_optimizer_state(r));
@@ -361,17 +387,18 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   }
 
   void make_group() {
-    std::vector<int> slots(static_cast<std::size_t>(pool_.size()));
+    std::vector<int> slots(static_cast<std::size_t>(pool_->size()));
     for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int>(i);
     group_.emplace(slots);
     configure_group(*group_, communication_);
+    if (deterministic_.enabled()) in_unit_order(*group_);
   }
 
   // Runs a step on every replica. After a failure the collective is made anew,
   // so the trainer stays usable once the caller has handled the error.
   void run_replicas(const std::function<void(int)>& job, const std::function<void()>& on_failure) {
     try {
-      pool_.run(job, on_failure);
+      pool_->run(job, on_failure);
     } catch (...) {
       group_->end_job_after_failure(detail::describe(std::current_exception()).c_str());
       make_group();
@@ -433,7 +460,8 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
   Optimizer optimizer_;
   CommunicationOptions communication_;  // the strategy's: every wait's timeout
-  host::ReplicaPool pool_;
+  Deterministic deterministic_;         // the strategy's: units as logical replicas, summed in unit order
+  std::optional<host::ReplicaPool> pool_;
   std::optional<group_type> group_;
   ModelStates states_;
   // The step job, built once per fit so that no step allocates, and what it reads.

@@ -9,6 +9,9 @@
 // collective, the run's Error names those that had not returned, and a line
 // on stderr says so at once, since a thread stuck in user code cannot be
 // stopped from outside and run() returns only once every replica has.
+// A pool made with `concurrent` below its size (the deterministic mode's unit
+// threads) lets only that many run a job at once (host::Permits), and its
+// threads yield instead of spinning while they wait.
 #pragma once
 
 #include <atomic>
@@ -27,6 +30,7 @@
 
 #include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/denormals.hpp"
+#include "lockstep/backend/host/permits.hpp"
 #include "lockstep/core/communication.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -36,11 +40,13 @@ enum class Denormals { kKeep, kFlushToZero };
 
 class ReplicaPool {
  public:
-  explicit ReplicaPool(int replicas, Denormals denormals = Denormals::kKeep)
+  explicit ReplicaPool(int replicas, Denormals denormals = Denormals::kKeep, int concurrent = 0)
       : replicas_(replicas),
         flush_denormals_(denormals == Denormals::kFlushToZero),
         finished_(new Finished[static_cast<std::size_t>(replicas > 0 ? replicas : 1)]) {
     require(replicas >= 1, "replica pool: ", replicas, " replicas, expected at least 1");
+    if (concurrent > 0 && concurrent < replicas) permits_.reset(new Permits(concurrent));
+    spins_ = permits_ ? 0 : 4096;
     try {
       threads_.reserve(static_cast<std::size_t>(replicas - 1));
       for (int r = 1; r < replicas; ++r) threads_.emplace_back([this, r] { worker(r); });
@@ -96,6 +102,7 @@ class ReplicaPool {
   void execute(int replica) {
     const ScopedFlushDenormals float_mode(flush_denormals_);
     try {
+      const PermitHeld permit(permits_.get());
       (*job_)(replica);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex_);
@@ -111,13 +118,13 @@ class ReplicaPool {
     Clock::time_point start{};
     bool nap = false, expired = false;
     for (std::uint32_t spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-      if (spins < 4096) {
+      if (spins < spins_) {
         LOCKSTEP_CPU_RELAX();
         continue;
       }
       if (spins % 256 == 0) {
         const Clock::time_point now = Clock::now();
-        if (spins == 4096) start = now;
+        if (spins == spins_) start = now;
         const double waited = std::chrono::duration<double>(now - start).count();
         nap = waited > 0.05;
         if (!expired && waited > timeout_) {
@@ -125,10 +132,11 @@ class ReplicaPool {
           time_out(generation);
         }
       }
-      if (nap)
+      if (nap) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
-      else
+      } else {
         std::this_thread::yield();
+      }
     }
   }
 
@@ -161,8 +169,9 @@ class ReplicaPool {
   void worker(int replica) {
     std::uint64_t seen = 0;
     for (;;) {
-      // Spin briefly: between two steps the caller only prepares the next batch.
-      for (int spins = 0; generation_.load(std::memory_order_acquire) == seen && spins < 20000; ++spins)
+      // Spin briefly: between two steps the caller only prepares the next
+      // batch. Unit threads (permits), more of them than cores, do not.
+      for (int spins = 0; !permits_ && generation_.load(std::memory_order_acquire) == seen && spins < 20000; ++spins)
         LOCKSTEP_CPU_RELAX();
       if (generation_.load(std::memory_order_acquire) == seen) {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -192,6 +201,8 @@ class ReplicaPool {
   std::atomic<int> sleepers_{0};
   bool stop_ = false;
   double timeout_ = CommunicationOptions{}.timeout_seconds;
+  std::unique_ptr<Permits> permits_;  // null: every replica runs at once
+  std::uint32_t spins_ = 4096;        // join's spins before it yields: none with permits
   struct alignas(64) Finished {  // the last run each replica finished, on a line of its own
     std::atomic<std::uint64_t> generation{0};
   };

@@ -1,0 +1,72 @@
+// What the deterministic-mode tests share (train/test_deterministic.cpp and
+// mpi/test_deterministic.cpp): the model (Dropout, synchronised and
+// unsynchronised BatchNormalization), the data with its short last batch,
+// and a bit-for-bit comparison of everything a run leaves.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_helpers.hpp"
+
+namespace lockstep::testing::determinism {
+using Model = Sequential<Input<12>, Dense<16, Relu>, SyncBatchNormalization, Dropout<20>, Dense<16, Relu>,
+                         BatchNormalization<>, Dense<4>>;
+
+// Everything a run leaves: the snapshot's parameters, state, slots and step
+// count, and the History's values, as bytes.
+struct Outcome {
+  Snapshot snapshot;
+  History history;
+};
+
+inline constexpr int kUnits = 24;
+
+inline Dataset data_set() { return argmax_dataset(150, 12, 4, 7); }
+
+inline FitOptions options(int epochs = 2) {
+  // 150 samples at batch 72: steps of 72, 72 and a short one of 6 rows, so
+  // that in the last step 18 of the 24 units have no rows at all.
+  FitOptions o = quiet_fit(72, epochs);
+  o.seed = 5;
+  o.validation_split = 0.0;
+  return o;
+}
+
+// The model without the unsynchronised BatchNormalization, whose statistics
+// are per replica in the default mode (TensorFlow's) and per unit in the
+// deterministic one: the two modes then compute the same function.
+using SyncModel = Sequential<Input<12>, Dense<16, Relu>, SyncBatchNormalization, Dropout<20>, Dense<4>>;
+
+template <class Strategy, class Optimizer, class M = Model>
+Outcome train(Strategy strategy, const Optimizer& opt, int units, int epochs = 2) {
+  if (units) strategy.set_deterministic(Deterministic{units});
+  M model{21};
+  Trainer<Strategy, Optimizer> trainer{strategy, opt};
+  Outcome out;
+  out.history = trainer.fit(model, data_set(), options(epochs));
+  out.snapshot = trainer.snapshot(model);
+  return out;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+// Which part of two outcomes differs, or "" when every bit agrees.
+inline std::string first_difference(const Outcome& a, const Outcome& b) {
+  if (!same_bits(a.snapshot.params, b.snapshot.params)) return "parameters";
+  if (!same_bits(a.snapshot.state, b.snapshot.state)) return "state (moving statistics)";
+  if (a.snapshot.slots.size() != b.snapshot.slots.size()) return "optimizer slot count";
+  for (std::size_t i = 0; i < a.snapshot.slots.size(); ++i)
+    if (!same_bits(a.snapshot.slots[i].values, b.snapshot.slots[i].values))
+      return "optimizer slot " + a.snapshot.slots[i].name;
+  if (a.snapshot.iterations != b.snapshot.iterations) return "optimizer iterations";
+  if (a.history.history.size() != b.history.history.size()) return "logged names";
+  for (const auto& [name, values] : a.history.history)
+    if (!same_bits(values, b.history[name])) return "logged " + name;
+  return "";
+}
+}  // namespace lockstep::testing::determinism
