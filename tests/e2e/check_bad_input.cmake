@@ -41,6 +41,7 @@ expect("--epochs 1000001" ${EXAMPLE} ARGS --epochs 1000001 RC 2 MATCH "from 0 to
 expect("--timeout nan" ${EXAMPLE} ARGS --timeout nan RC 2
        MATCH "--timeout: nan is out of range; expected a finite number greater than 0 and at most 604800")
 expect("--seed -1" ${EXAMPLE} ARGS --seed -1 RC 2 MATCH "--seed: -1 is out of range")
+expect("--units 0" ${EXAMPLE} ARGS --units 0 RC 2 MATCH "--units: 0 is out of range; expected an integer from 1 to 4096")
 
 # A data error: the message alone, no usage text.
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -69,6 +70,11 @@ else()
 endif()
 
 if(BENCHMARK)
+  # The trainer refuses a unit count that does not split over the replicas (synthetic data: no data set needed).
+  expect("train_throughput --deterministic 24 --replicas 5" ${BENCHMARK} ARGS --deterministic 24 --replicas 5 --steps 1
+         --mfu no RC 2 MATCH "Deterministic\\{24\\}: 24 units do not split evenly over 1 process x 5 replicas")
+  expect("train_throughput --deterministic 0" ${BENCHMARK} ARGS --deterministic 0 RC 2
+         MATCH "--deterministic: 0 is out of range; expected an integer from 1 to 4096")
   expect("train_throughput --replicas 4294967298" ${BENCHMARK} ARGS --replicas 4294967298 RC 2
          MATCH "--replicas: 4294967298 is out of range; expected an integer from 1 to 1024")
   expect("train_throughput --batch-size 99999999999999999999" ${BENCHMARK} ARGS --batch-size 99999999999999999999

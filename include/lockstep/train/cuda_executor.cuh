@@ -53,6 +53,7 @@
 #include "lockstep/collective/collective.hpp"
 #include "lockstep/core/backend_tags.hpp"
 #include "lockstep/core/communication.hpp"
+#include "lockstep/core/determinism.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/core/traits.hpp"
 #include "lockstep/data/dataset.hpp"
@@ -115,18 +116,9 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   static constexpr std::size_t kMetrics = sizeof...(Metric);
   static constexpr std::size_t kStats = skeleton::kStats;
 
-  // The deterministic mode (core/determinism.hpp) is built for host replicas
-  // only so far: asked of GPUs, an Error before any device is touched.
-  static const Strategy& without_deterministic_mode(const Strategy& strategy) {
-    require(!determinism_of(strategy).enabled(), "Deterministic{", determinism_of(strategy).units,
-            "}: the deterministic mode runs host replicas only in this version; the CUDA backend's sums (cuBLAS, "
-            "NCCL) are not yet in a fixed order across GPU counts. Train with a host strategy "
-            "(MirroredPolicy<HostAllReduce>) for bit-identical results, or without set_deterministic on GPUs");
-    return strategy;
-  }
-
   Executor(const Strategy& strategy, const Optimizer& optimizer)
-      : optimizer_(optimizer), devices_(resolve_devices(without_deterministic_mode(strategy))),
+      : optimizer_(optimizer), deterministic_(determinism_of(strategy)),
+        devices_(unit_devices(resolve_devices(strategy))),
         infos_(gpu::check_devices(devices_, strategy.heterogeneous(), nullptr, shared_devices<group_type>::value)),
         pool_(static_cast<int>(devices_.size())), progress_(new std::atomic<int>[devices_.size()]) {
     for (std::size_t r = 0; r < devices_.size(); ++r) progress_[r].store(kFinished, std::memory_order_relaxed);
@@ -139,12 +131,21 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     pool_.run([&](int r) {
       gpu::DeviceGuard on(devices_[static_cast<std::size_t>(r)]);
       contexts_[static_cast<std::size_t>(r)] = std::make_unique<ReplicaContext>(devices_[static_cast<std::size_t>(r)]);
+      if (deterministic_.enabled()) {
+        // cuDNN's deterministic algorithms only, chosen by its heuristic
+        // (timing them could pick another one on another run).
+        gpu::ConvOptions& conv = ctx(r).compute.conv_options();
+        conv.deterministic = true;
+        conv.search = gpu::ConvSearch::kHeuristic;
+      }
     });
     if constexpr (kProfiled) observe::session().set_process(process_rank(), group_->process_count(), global_replicas());
   }
 
   int replicas() const { return pool_.size(); }
   int global_replicas() const { return pool_.size() * group_->process_count(); }
+  // The deterministic mode the executor runs in (units 0: off).
+  const Deterministic& deterministic() const { return deterministic_; }
   int process_rank() const { return group_->process_rank(); }
   group_type& group() { return *group_; }
   template <class Model>
@@ -348,6 +349,30 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     std::vector<int> devices(static_cast<std::size_t>(strategy.replicas()));
     for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = first + static_cast<int>(i);
     return devices;
+  }
+
+  // The deterministic mode (core/determinism.hpp) on GPUs: each unit of the
+  // batch is a logical replica with its own stream, cuBLAS handle and
+  // buffers, units u*R/U.. of the R GPUs on GPU u*R/U's place, and the
+  // collective sums them in replica (unit) order on one device per element.
+  // That needs a collective whose replicas may share a GPU and whose sum
+  // follows the replica order (ReductionToOneDevice, HierarchicalCopy);
+  // NCCL's order follows its own algorithm and topology.
+  std::vector<int> unit_devices(std::vector<int> devices) const {
+    if (!deterministic_.enabled()) return devices;
+    if constexpr (!shared_devices<group_type>::value) {
+      fail("Deterministic{", deterministic_.units, "}: ", Strategy::kName, "<", collective::kName,
+           "> cannot run the deterministic mode: its sums follow the library's own order and its replicas cannot "
+           "share a GPU; use MirroredPolicy<ReductionToOneDevice<>> or MirroredPolicy<HierarchicalCopyAllReduce>, "
+           "which sum the units in a fixed order");
+    } else {
+      const int gpus = static_cast<int>(devices.size());
+      const int units = units_per_process(deterministic_, gpus, 1);
+      std::vector<int> out(static_cast<std::size_t>(units));
+      for (int u = 0; u < units; ++u)
+        out[static_cast<std::size_t>(u)] = devices[static_cast<std::size_t>(u / (units / gpus))];
+      return out;
+    }
   }
 
   // What a replica keeps whatever the model: its streams and cuBLAS handles.
@@ -755,6 +780,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Optimizer optimizer_;
   CudaOptions options_;
   CommunicationOptions communication_;  // the strategy's: every wait's timeout
+  Deterministic deterministic_;          // the strategy's: units as logical replicas, summed in unit order
   std::vector<int> devices_;
   std::vector<gpu::DeviceInfo> infos_;
   host::ReplicaPool pool_;

@@ -7,6 +7,9 @@
 // the strategy's StepRule:
 //   Executor(const Strategy&, const Optimizer&)
 //   int replicas(), global_replicas(), process_rank()
+//                                              in the deterministic mode the
+//                                              replicas are its units
+//   deterministic()                            the strategy's Deterministic mode
 //   group()                                    the collective's Group: the
 //                                              process-level broadcast, sums and checks
 //   begin_fit<Model>(model, optimizer, capacity, label_width)

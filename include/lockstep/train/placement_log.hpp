@@ -108,6 +108,10 @@ void log_placement(Exec& exec) {
 
   observe::JobPlacement job;
   job.strategy = strategy_title<Strategy>::get();
+  if (exec.deterministic().enabled())  // the replicas below are its units
+    job.strategy += concat(" in the deterministic mode: each batch split into ", exec.deterministic().units,
+                           " units, the logical replicas below, summed in unit order (the same bits for any replica "
+                           "count that divides ", exec.deterministic().units, ")");
   job.replicas = exec.replicas();
   job.processes = group.process_count();
   const auto [variables, optimizer_state] = residence<rule, typename Strategy::backend>(exec.global_replicas());

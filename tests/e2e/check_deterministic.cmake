@@ -1,0 +1,33 @@
+# The example's --deterministic with --save (issue 18): one epoch of the model
+# with BatchNormalization and Dropout on 1, 2, 3 and 4 replicas writes
+# byte-identical checkpoints and prints the same test_accuracy line.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(reference_hash "")
+set(reference_line "")
+foreach(replicas 1 2 3 4)
+  set(path ${WORK_DIR}/replicas${replicas}.ckpt)
+  execute_process(COMMAND ${EXAMPLE} --replicas ${replicas} --epochs 1 --model mlp_bn_dropout --seed 3
+                          --deterministic --save ${path}
+    OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "fashion_mnist --replicas ${replicas} --deterministic exited with ${rc}:\n${out}${err}")
+  endif()
+  if(NOT out MATCHES "(test_accuracy=[0-9.]+ test_loss=[0-9.]+)[ \t\r\n]*$")
+    message(FATAL_ERROR "the last line is not 'test_accuracy=0.XXXX test_loss=X.XXXX':\n${out}")
+  endif()
+  set(line ${CMAKE_MATCH_1})
+  file(SHA256 ${path} hash)
+  message("replicas ${replicas}: ${line}, checkpoint sha256 ${hash}")
+  if(replicas EQUAL 1)
+    set(reference_hash ${hash})
+    set(reference_line ${line})
+  else()
+    if(NOT hash STREQUAL reference_hash)
+      message(FATAL_ERROR "the checkpoint of ${replicas} replicas differs from that of 1 replica")
+    endif()
+    if(NOT line STREQUAL reference_line)
+      message(FATAL_ERROR "${replicas} replicas print '${line}', 1 replica '${reference_line}'")
+    endif()
+  endif()
+endforeach()
