@@ -6,3 +6,6 @@ median() { printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1
 
 # The number of a `samples_per_s=N ...` line on standard input (train_throughput's and the peers' last lines).
 samples_per_s() { sed -n 's/^samples_per_s=\([0-9]*\).*/\1/p'; }
+
+# "KEY=A/B " with three decimals: one key=value of a script's last line.
+key_ratio() { awk -v k="$1" -v a="$2" -v b="$3" 'BEGIN { printf "%s=%.3f ", k, a / b }'; }

@@ -11,7 +11,7 @@
 # usage: benchmarks/deterministic_cost.sh [BUILD_DIR]   (default build/host)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source benchmarks/compare_common.sh  # median, samples_per_s
+source benchmarks/compare_common.sh  # median, samples_per_s, key_ratio
 build=${1:-build/host}
 rounds=${ROUNDS:-5}
 read -r -a units <<<"${UNITS:-2 4 24}"
@@ -45,7 +45,7 @@ for name in $(printf '%s\n' "${!settings[@]}" | sort); do
     # shellcheck disable=SC2086
     m=$(median ${runs[${name}_u$u]})
     echo "$name deterministic units=$u samples_per_s runs:${runs[${name}_u$u]} median=$m"
-    out+=$(awk -v a="$m" -v b="$base" -v k="${name}_u$u" 'BEGIN { printf "%s=%.3f ", k, a / b }')
+    out+=$(key_ratio "${name}_u$u" "$m" "$base")
   done
 done
 echo "${out% }"

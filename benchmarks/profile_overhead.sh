@@ -15,7 +15,7 @@
 # usage: benchmarks/profile_overhead.sh [BUILD_DIR]   (default build/host)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source benchmarks/compare_common.sh  # median, samples_per_s
+source benchmarks/compare_common.sh  # median, samples_per_s, key_ratio
 build=${1:-build/host}
 rounds=${ROUNDS:-5}
 bench="$build/benchmarks/train_throughput"
@@ -47,7 +47,7 @@ for name in $(printf '%s\n' "${!settings[@]}" | sort); do
     # shellcheck disable=SC2086
     m=$(median ${runs[${name}_$mode]})
     echo "$name $mode samples_per_s runs:${runs[${name}_$mode]} median=$m (off:${runs[${name}_off]} median=$off)"
-    out+=$(awk -v a="$m" -v b="$off" -v k="${name}_$mode" 'BEGIN { printf "%s=%.3f ", k, a / b }')
+    out+=$(key_ratio "${name}_$mode" "$m" "$off")
   done
   # shellcheck disable=SC2086
   out+="${name}_span_share=$(printf '%s\n' ${runs[${name}_share]} | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}') "

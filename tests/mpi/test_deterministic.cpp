@@ -20,6 +20,10 @@ void check_against_one_process(const Optimizer& opt) {
   const Outcome four = train(MirroredPolicy<HostAllReduce>{4}, opt, kJobUnits);
   const Outcome one = train(OneDevicePolicy{}, opt, kJobUnits);
   CHECK(multi.snapshot.params != Model{21}.parameters());
+  MESSAGE("np x 2 replicas against one process of 4: "
+          << (first_difference(multi, four).empty() ? "every bit equal" : first_difference(multi, four) + " differ")
+          << "; against one device: "
+          << (first_difference(multi, one).empty() ? "every bit equal" : first_difference(multi, one) + " differ"));
   CHECK(first_difference(multi, four) == "");
   CHECK(first_difference(multi, one) == "");
 }

@@ -24,7 +24,12 @@ void check_every_replica_count(const Optimizer& opt) {
   for (int replicas : {1, 2, 3, 4, 6, 8}) {
     CAPTURE(replicas);
     const Outcome many = train(MirroredPolicy<HostAllReduce>{replicas}, opt, kUnits);
-    CHECK(first_difference(one, many) == "");
+    const std::string differs = first_difference(one, many);
+    MESSAGE(replicas << " replicas against one device: " << (differs.empty() ? "every bit equal" : differs + " differ")
+                     << " (" << many.snapshot.params.size() << " parameters, " << many.snapshot.state.size()
+                     << " state values, " << many.snapshot.slots.size() << " optimizer slots, loss "
+                     << many.history["loss"].back() << ")");
+    CHECK(differs == "");
   }
   // The central update sums the same units in the same order.
   CHECK(first_difference(one, train(CentralStoragePolicy{3}, opt, kUnits)) == "");
@@ -50,11 +55,28 @@ TEST_CASE("deterministic mode stays within 1e-5 of the default mode, which keeps
   const Outcome plain1 = train<Mirrored, Sgd, SyncModel>(Mirrored{1}, opt, 0);
   const Outcome plain3 = train<Mirrored, Sgd, SyncModel>(Mirrored{3}, opt, 0);
   const Outcome fixed = train<Mirrored, Sgd, SyncModel>(Mirrored{2}, opt, kUnits);
+  MESSAGE("default mode, 1 against 3 replicas: max |difference| "
+          << testing::max_abs_difference(plain1.snapshot.params, plain3.snapshot.params)
+          << "; deterministic (2 replicas) against default (1 replica): "
+          << testing::max_abs_difference(plain1.snapshot.params, fixed.snapshot.params));
   CHECK(testing::max_abs_difference(plain1.snapshot.params, plain3.snapshot.params) <= 1e-5);
   // The default mode with 3 replicas sums in another order: not the same bits.
   CHECK(testing::max_abs_difference(plain1.snapshot.params, fixed.snapshot.params) > 0);
   CHECK(testing::max_abs_difference(plain1.snapshot.params, fixed.snapshot.params) <= 1e-5);
   CHECK(testing::max_abs_difference(plain1.snapshot.state, fixed.snapshot.state) <= 1e-5);
+}
+
+TEST_CASE("deterministic mode: a trainer made later with another GEMM thread count does not change its bits") {
+  // The later trainer sets the process's GEMM threads to every core; the
+  // deterministic trainer's threads keep their own count of one.
+  MirroredPolicy<HostAllReduce> strategy{2};
+  strategy.set_deterministic(Deterministic{kUnits});
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> fixed{strategy, Adam{0.01}};
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> later{MirroredPolicy<HostAllReduce>{1}, Adam{0.01}};
+  Model model{21};
+  fixed.fit(model, data_set(), options());
+  CHECK(model.parameters() == train(OneDevicePolicy{}, Adam{0.01}, kUnits).snapshot.params);
+  CHECK(later.replicas() == 1);
 }
 
 TEST_CASE("deterministic mode: a unit count that does not split over the replicas is an Error that says what to use") {

@@ -407,14 +407,6 @@ struct MpiAllReduce {
     void across_processes(float* data, std::size_t count) {
       split(count);
       if (count == 0) return;
-        counts_.assign(static_cast<std::size_t>(size_), 0);
-        displs_.assign(static_cast<std::size_t>(size_), 0);
-        for (int r = 0; r < size_; ++r) {
-          const std::size_t first = count * static_cast<std::size_t>(r) / static_cast<std::size_t>(size_);
-          const std::size_t last = count * static_cast<std::size_t>(r + 1) / static_cast<std::size_t>(size_);
-          counts_[static_cast<std::size_t>(r)] = static_cast<int>(last - first);
-          displs_[static_cast<std::size_t>(r)] = static_cast<int>(first);
-        }
       const Clock::time_point until = deadline();  // one deadline for the whole exchange
       const std::size_t bytes = count * sizeof(float);
       const auto chunk = [&](int step_back) {  // the chunk `step_back` ranks to the left of this one

@@ -116,6 +116,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     // (counting the replicas of other processes on this machine). The
     // deterministic mode gives each one thread: a library may split a
     // product's sums over its threads differently for another count.
+    // The pool's threads hold that count for every job, whatever another
+    // trainer of the process sets later (host::ScopedGemmThreads).
+    if (deterministic_.enabled()) pool_->set_gemm_threads(1);
     host::set_blas_threads(deterministic_.enabled()
                                ? 1
                                : std::max(1, Host::hardware_threads() /

@@ -82,7 +82,7 @@ T* thread_scratch(std::size_t n) {
 // thread, so that each call has enough rows to share.
 inline std::size_t chunk_pixels(const Window2D& g) {
   constexpr std::size_t kChunkValues = std::size_t{64} * 1024;
-  const std::size_t threads = static_cast<std::size_t>(std::max(1, gemm_threads().load(std::memory_order_relaxed)));
+  const std::size_t threads = static_cast<std::size_t>(std::max(1, gemm_threads_here()));
   return threads * std::max<std::size_t>(16, kChunkValues / (g.patch_size() + static_cast<std::size_t>(g.out_c)));
 }
 

@@ -254,7 +254,7 @@ void conv2d_forward(const Window2D& g, const float* x, const float* kernel, cons
   if (rows == 0) return;
   constexpr bool kRelu = std::is_same_v<Act, Relu>;
   host::detail::apply_gemm_threads();
-  const detail::ConvKey key{g, rows, bias != nullptr, kRelu, host::detail::gemm_threads().load()};
+  const detail::ConvKey key{g, rows, bias != nullptr, kRelu, host::detail::gemm_threads_here()};
   try {
     detail::ConvEntry& c = detail::entry(key);
     dnnl::stream& s = detail::device().stream;
@@ -289,7 +289,7 @@ inline void conv2d_backward(const Window2D& g, const float* x, const float* kern
   host::detail::apply_gemm_threads();
   // The fused ReLU is not part of the backward primitives: the key of a
   // forward without it names the same backward.
-  const detail::ConvKey key{g, rows, dbias != nullptr, false, host::detail::gemm_threads().load()};
+  const detail::ConvKey key{g, rows, dbias != nullptr, false, host::detail::gemm_threads_here()};
   try {
     detail::ConvEntry& c = detail::entry(key);
     detail::make_backward(c, key, dx != nullptr);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "lockstep/backend/host/gemm_threads.hpp"
 #include "lockstep/core/error.hpp"
 
 #if defined(LOCKSTEP_HAVE_ONEDNN)
@@ -49,17 +50,13 @@ inline constexpr const char* kGemmPath =
 
 namespace detail {
 
-// The threads each GEMM call may use (set_blas_threads; 0 until it is called:
-// the library's default). oneDNN reads it per calling thread, so every
+// The threads each GEMM call may use (gemm_threads.hpp: set_blas_threads',
+// or the calling thread's own). oneDNN reads it per calling thread, so every
 // replica thread applies it before its next call.
-inline std::atomic<int>& gemm_threads() {
-  static std::atomic<int> threads{0};
-  return threads;
-}
 #if defined(LOCKSTEP_HAVE_ONEDNN)
 inline void apply_gemm_threads() {
   thread_local int applied = 0;
-  const int want = gemm_threads().load(std::memory_order_relaxed);
+  const int want = gemm_threads_here();
   if (want == applied) return;
   if (omp_set_num_threads) omp_set_num_threads(want);
   applied = want;

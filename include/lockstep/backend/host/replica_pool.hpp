@@ -3,7 +3,8 @@
 // trainer has the same shape). run(job) calls job(replica) on every replica
 // and returns when all are done; the first exception is rethrown on the caller.
 // A pool made with Denormals::kFlushToZero runs every job with denormals
-// flushed (backend/host/denormals.hpp says why), the caller's mode restored after.
+// flushed (backend/host/denormals.hpp says why), the caller's mode restored
+// after; set_gemm_threads gives every job's GEMMs a thread count the same way.
 // The caller waits for the other replicas with the timeout of set_timeout
 // (CommunicationOptions): past it, the job's on_failure releases them from the
 // collective, the run's Error names those that had not returned, and a line
@@ -30,6 +31,7 @@
 
 #include "lockstep/backend/host/barrier.hpp"
 #include "lockstep/backend/host/denormals.hpp"
+#include "lockstep/backend/host/gemm_threads.hpp"
 #include "lockstep/backend/host/permits.hpp"
 #include "lockstep/core/communication.hpp"
 #include "lockstep/core/error.hpp"
@@ -65,6 +67,9 @@ class ReplicaPool {
   ~ReplicaPool() { stop_workers(); }
 
   int size() const { return replicas_; }
+  // The GEMM threads of every job's calls on every replica (ScopedGemmThreads);
+  // 0 (the default): the process's count.
+  void set_gemm_threads(int threads) { gemm_threads_ = threads; }
   // How long run() waits for the other replicas once replica 0's part is done.
   void set_timeout(double seconds) {
     timeout_ = lockstep::detail::checked(CommunicationOptions{seconds}, "ReplicaPool").timeout_seconds;
@@ -101,6 +106,7 @@ class ReplicaPool {
 
   void execute(int replica) {
     const ScopedFlushDenormals float_mode(flush_denormals_);
+    const ScopedGemmThreads gemm_threads(gemm_threads_);
     try {
       const PermitHeld permit(permits_.get());
       (*job_)(replica);
@@ -201,6 +207,7 @@ class ReplicaPool {
   std::atomic<int> sleepers_{0};
   bool stop_ = false;
   double timeout_ = CommunicationOptions{}.timeout_seconds;
+  int gemm_threads_ = 0;               // set_gemm_threads
   std::unique_ptr<Permits> permits_;  // null: every replica runs at once
   std::uint32_t spins_ = 4096;        // join's spins before it yields: none with permits
   struct alignas(64) Finished {  // the last run each replica finished, on a line of its own
