@@ -21,6 +21,7 @@ void check_every_replica_count(const Optimizer& opt) {
   const Outcome one = train(OneDevicePolicy{}, opt, kUnits);
   REQUIRE(one.snapshot.params != Model{21}.parameters());  // training moved the weights
   REQUIRE(one.history["loss"].size() == 2);
+  REQUIRE(one.history["val_loss"].size() == 2);  // validation is logged, and compared, too
   for (int replicas : {1, 2, 3, 4, 6, 8}) {
     CAPTURE(replicas);
     const Outcome many = train(MirroredPolicy<HostAllReduce>{replicas}, opt, kUnits);

@@ -27,6 +27,9 @@
 //       calls may be recorded in a CUDA graph; calls on parts of the buffer
 //       may overlap backward; several replicas may share one device
 //   gather_to_root(text) -> every process's text on rank 0 (the placement log)
+//   gather_across_processes(mine, n, all)        every process's n doubles,
+//       in rank order, on every process: evaluation's per-replica sums, so
+//       that they are added in global replica order whatever the process count
 //   sum_in_replica_order()                       the deterministic mode
 //       (core/determinism.hpp): from now on every value is summed left to
 //       right over the job's replicas in global order, whatever the process

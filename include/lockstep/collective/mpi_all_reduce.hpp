@@ -140,8 +140,15 @@ class MpiProcesses {
               "MPI_Iallreduce");
     collective_wait(request, "MPI_Iallreduce", count * sizeof(double));
   }
-  // Every rank must pass the same values; otherwise every rank throws an
-  // Error naming what differs and each rank's value, so none is left waiting.
+  // Every process's `count` doubles in rank order into `all` (count x P),
+  // on every process: evaluation's per-replica sums (train/executor.hpp).
+  void gather_across_processes(const double* mine, std::size_t count, double* all) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallgather(mine, static_cast<int>(count), MPI_DOUBLE, all, static_cast<int>(count), MPI_DOUBLE,
+                             comm_, &request),
+              "MPI_Iallgather");
+    collective_wait(request, "MPI_Iallgather (evaluation's sums)", count * sizeof(double));
+  }
   // Every process's text on rank 0, in rank order (other ranks get none):
   // the placement log's replica lines. Every rank must call it.
   std::vector<std::string> gather_to_root(const std::string& text) {
@@ -166,6 +173,8 @@ class MpiProcesses {
       out.emplace_back(all.data() + displs[r], static_cast<std::size_t>(lengths[r]));
     return out;
   }
+  // Every rank must pass the same values; otherwise every rank throws an
+  // Error naming what differs and each rank's value, so none is left waiting.
   void check_same_across_processes(const char* const* names, const std::uint64_t* values, std::size_t count) {
     std::vector<std::uint64_t> all(count * static_cast<std::size_t>(size_));
     MPI_Request request = MPI_REQUEST_NULL;

@@ -75,14 +75,30 @@ namespace detail {
 template <class Backend, class Strategy, class Optimizer, class Loss, class MetricList>
 class Executor;
 
-// Evaluation's per-replica sums (rows of `width`) added up over the replicas,
-// then over the processes of the job.
+template <class G>
+using group_gather_doubles = decltype(std::declval<G&>().gather_across_processes(
+    static_cast<const double*>(nullptr), std::size_t{}, static_cast<double*>(nullptr)));
+
+// Evaluation's per-replica sums (rows of `width`) added up over the replicas
+// of the job in global replica order: a group that gathers the other
+// processes' rows (MpiProcesses) makes the sums the same bits whatever the
+// process count (the deterministic mode's evaluation); another adds this
+// process's, then sums across processes.
 template <class Group>
 std::vector<double> sum_over_replicas(const std::vector<double>& per_replica, std::size_t width, Group& group) {
+  std::vector<double> gathered;
+  const std::vector<double>* rows = &per_replica;
+  if constexpr (is_detected<group_gather_doubles, Group>) {
+    if (group.process_count() > 1) {
+      gathered.resize(per_replica.size() * static_cast<std::size_t>(group.process_count()));
+      group.gather_across_processes(per_replica.data(), per_replica.size(), gathered.data());
+      rows = &gathered;
+    }
+  }
   std::vector<double> out(width, 0.0);
-  for (std::size_t at = 0; at < per_replica.size(); at += width)
-    for (std::size_t i = 0; i < width; ++i) out[i] += per_replica[at + i];
-  group.sum_across_processes(out.data(), out.size());
+  for (std::size_t at = 0; at < rows->size(); at += width)
+    for (std::size_t i = 0; i < width; ++i) out[i] += (*rows)[at + i];
+  if (rows == &per_replica) group.sum_across_processes(out.data(), out.size());
   return out;
 }
 
