@@ -79,3 +79,24 @@ TEST_CASE("placement log: a switch set on some ranks only is an Error on every r
   CHECK(out.str().empty());
   CHECK(trainer.fit(model, data, testing::quiet_fit(8, 1)).epochs == 1);  // the job goes on once they agree
 }
+
+TEST_CASE("placement log: the deterministic mode names its units and its exchange in replica order") {
+  const int rank = world(MPI_Comm_rank), size = world(MPI_Comm_size);
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  Model model{11};
+  Strategy strategy{kLocal};
+  strategy.set_deterministic(Deterministic{12});  // np 2 and 3 x 2 replicas
+  Trainer<Strategy, Adam> trainer{strategy};
+  std::ostringstream out;
+  log_device_placement(true, &out);
+  trainer.fit(model, data, testing::quiet_fit(8, 1));
+  log_device_placement(false);
+  if (rank != 0) return;
+  const std::vector<std::string> lines = lines_of(out.str());
+  REQUIRE(lines.size() == static_cast<std::size_t>(2 + 12));  // a line per unit
+  CHECK(lines[0].find("placement: strategy MultiWorkerMirroredPolicy<MpiAllReduce> in the deterministic mode: each "
+                      "batch split into 12 units") == 0);
+  CHECK(lines[1].find("all-reduced by MpiAllReduce: the deterministic mode's sum in replica order over " +
+                      std::to_string(size) + " processes x " + std::to_string(12 / size) + " replicas") !=
+        std::string::npos);
+}

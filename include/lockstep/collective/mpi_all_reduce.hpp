@@ -291,6 +291,14 @@ struct MpiAllReduce {
     return out;
   }
 
+  // The same in the deterministic mode (Group::sum_in_replica_order).
+  static std::string describe_in_replica_order(std::size_t count, int local_replicas, int processes) {
+    return detail::concat("the deterministic mode's sum in replica order over ", processes, " processes x ",
+                          local_replicas, " replicas (MPI_Ialltoallv from replica 0's thread): rank k receives chunk k "
+                          "(up to ", detail::largest_part(count, processes, 1), " floats) of every replica's buffer "
+                          "and adds them left to right in global replica order, then MPI_Iallgatherv of the sums");
+  }
+
   class Group : public detail::MpiProcesses {
    public:
     explicit Group(int local_replicas)

@@ -53,6 +53,8 @@ constexpr CollectiveCall collective_call() {
 
 template <class C>
 using collective_describe = decltype(C::describe(std::size_t{}, 1, 1, CollectiveCall::kAllReduce));
+template <class C>
+using collective_describe_in_order = decltype(C::describe_in_replica_order(std::size_t{}, 1, 1));
 template <class G>
 using group_gather = decltype(std::declval<G&>().gather_to_root(std::string()));
 
@@ -126,6 +128,9 @@ void log_placement(Exec& exec) {
                  : call == CollectiveCall::kReduceToRoot ? "reduced onto replica 0"
                                                          : "reduced shard by shard into the update";
   job.algorithm = describe_collective<collective>(Model::kParams + Exec::kStats, exec.replicas(), job.processes, call);
+  if constexpr (is_detected<collective_describe_in_order, collective>)  // the deterministic mode's exchange
+    if (exec.deterministic().enabled() && job.processes > 1)
+      job.algorithm = collective::describe_in_replica_order(Model::kParams + Exec::kStats, exec.replicas(), job.processes);
   if constexpr (call == CollectiveCall::kAllReduce && !std::is_same_v<typename Strategy::backend, Host>) {
     // The mirrored rule reduces layer by layer where the group takes parts (NCCL).
     if (partial<typename Exec::group_type>::value)
