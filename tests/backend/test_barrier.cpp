@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -69,6 +70,30 @@ TEST_CASE("a wait past the timeout of a barrier names the replicas that did not 
   pool.run([&](int r) {
     for (int i = 0; i < 1000; ++i) fine.wait(r);
   });
+}
+
+TEST_CASE("replicas that time out together all report the timeout, never the generic abort") {
+  // Several waits expire at once: one writes the reason, the others must wait
+  // for it rather than throw "a replica failed" (the pool reports whichever
+  // error comes first).
+  constexpr int kParties = 6;
+  ReplicaPool pool(kParties);
+  for (int round = 0; round < 50; ++round) {
+    SpinBarrier barrier(kParties, 0.005);
+    std::vector<std::string> messages(kParties);
+    pool.run([&](int r) {
+      if (r == kParties - 1) return;  // never arrives
+      try {
+        barrier.wait(r);
+      } catch (const lockstep::Error& e) {
+        messages[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+    for (int r = 0; r + 1 < kParties; ++r) {
+      INFO("round ", round, ", replica ", r, ": ", messages[static_cast<std::size_t>(r)]);
+      CHECK(messages[static_cast<std::size_t>(r)].find("replica 5 (of 6) did not arrive") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("the pool names replicas that have not returned within its timeout and still waits for them") {

@@ -153,8 +153,17 @@ class SpinBarrier {
                           lockstep::detail::kAfterTimeout);
   }
 
+  // An abort being written (kWriting) is waited out, so that every replica
+  // reports its reason: a replica whose own expiry lost the race to another's,
+  // or that arrived meanwhile, would otherwise throw the generic message and
+  // could be the error the pool reports first.
   [[noreturn]] void throw_aborted() const {
-    if (state_.load(std::memory_order_acquire) == kAborted && !reason_.empty()) throw Error(reason_);
+    int state = state_.load(std::memory_order_acquire);
+    while (state == kWriting) {
+      std::this_thread::yield();
+      state = state_.load(std::memory_order_acquire);
+    }
+    if (state == kAborted && !reason_.empty()) throw Error(reason_);
     fail("a replica failed; the others stopped at a barrier");
   }
 
