@@ -89,7 +89,8 @@ constexpr int kRows = 3;
 
 void check_pooling(PoolKind kind, const Window2D& g, bool ties) {
   CAPTURE(describe(g));
-  CAPTURE(kind == PoolKind::kMax ? "max" : "average");
+  const std::string kind_name = kind == PoolKind::kMax ? "max" : "average";
+  CAPTURE(kind_name);
   REQUIRE(window::consistent(g));
   const std::size_t in = kRows * g.in_size(), out = kRows * g.out_size();
   const auto x = ties ? with_ties(in, 5) : uniform(in, -2.0f, 2.0f, 5);
@@ -109,8 +110,11 @@ void check_pooling(PoolKind kind, const Window2D& g, bool ties) {
     CHECK(to_host(y_d, out) == y);
     CHECK(to_host(dx_d, in) == dx);
   } else {
-    CHECK(worst_relative(to_host(y_d, out), y) <= 1e-6);
-    CHECK(worst_relative(to_host(dx_d, in), dx) <= 1e-6);
+    // Sums of up to 9 signed terms, in another order than the host's: where
+    // they cancel to near the 1% floor of worst_relative, float rounding
+    // reaches ~1e-6 relative (1.06e-6 was seen on an H200).
+    CHECK(worst_relative(to_host(y_d, out), y) <= 1e-5);
+    CHECK(worst_relative(to_host(dx_d, in), dx) <= 1e-5);
   }
 }
 

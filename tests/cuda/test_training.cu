@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "gpu_count.hpp"
 #include "lockstep/cuda.hpp"
@@ -249,7 +250,17 @@ TEST_CASE("BatchNormalization (both variants) and Dropout on the GPU train as on
     host.fit(on_host, data(), options);
     gpu.fit(on_gpu, data(), options);
     CHECK(on_gpu.parameters() != M{5}.parameters());
-    CHECK(testing::max_abs_difference(on_host.parameters(), on_gpu.parameters()) <= 1e-4);
+    // The bias of Dense<8>, right before BatchNormalization, has a zero
+    // gradient in exact arithmetic (normalising subtracts the batch mean):
+    // its float gradient is rounding noise, which Adam scales up to steps of
+    // ~1e-3 whose sign depends on the summation order (an H200 against the
+    // host: 1e-3 to 2.2e-3). It is left out, as in tests/train/test_contracts.cpp.
+    constexpr std::size_t kBias = 6 * 8, kBiasEnd = kBias + 8;  // after Dense<8>'s (6, 8) W
+    const auto without_bias = [&](std::vector<float> p) {
+      p.erase(p.begin() + kBias, p.begin() + kBiasEnd);
+      return p;
+    };
+    CHECK(testing::max_abs_difference(without_bias(on_host.parameters()), without_bias(on_gpu.parameters())) <= 1e-4);
     CHECK(testing::max_abs_difference(on_host.state(), on_gpu.state()) <= 1e-4);
   };
   compare(Norm{}, MirroredPolicy<NcclAllReduce>{1}, 1);

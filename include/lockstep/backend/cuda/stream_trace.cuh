@@ -5,9 +5,11 @@
 // (a layer's forward or backward, the loss, the collective, the update) with
 // two things: an NVTX range, which Nsight Systems shows on the host thread,
 // and a pair of timing events recorded on the compute stream around the
-// work it enqueues. The events are recorded with cudaEventRecordExternal,
-// so a captured step graph records them too: a step replayed from a graph
-// is timed the same way, although no host code of the step runs. Once the
+// work it enqueues. While the stream is being captured the events are
+// recorded with cudaEventRecordExternal, so the step graph holds them as
+// event record nodes: a step replayed from a graph is timed the same way,
+// although no host code of the step runs. (That flag is an error outside a
+// capture, cudaErrorIllegalState: an eager step records them plainly.) Once the
 // step has finished, StreamTrace turns each pair into a span on the
 // replica's GPU track, on the host clock (anchored at the moment the host
 // saw the step end).
@@ -49,7 +51,7 @@ class StreamTrace {
   // Unchecked, as it runs in a destructor: a failed record shows up at the
   // step's synchronisation, which reports it.
   void close(std::size_t mark, cudaStream_t stream) noexcept {
-    (void)cudaEventRecordWithFlags(marks_[mark].end, stream, cudaEventRecordExternal);
+    (void)record_flagged(marks_[mark].end, stream);
     nvtxRangePop();
   }
 
@@ -87,8 +89,14 @@ class StreamTrace {
     }
     return events_[i];
   }
-  static void record(cudaEvent_t e, cudaStream_t stream) {
-    LOCKSTEP_CUDA_CHECK(cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal));
+  static void record(cudaEvent_t e, cudaStream_t stream) { LOCKSTEP_CUDA_CHECK(record_flagged(e, stream)); }
+  // An event record node in a graph being captured, else a plain record.
+  static cudaError_t record_flagged(cudaEvent_t e, cudaStream_t stream) noexcept {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    const cudaError_t status = cudaStreamIsCapturing(stream, &capture);
+    if (status != cudaSuccess) return status;
+    return capture == cudaStreamCaptureStatusActive ? cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal)
+                                                    : cudaEventRecord(e, stream);
   }
 
   std::vector<Mark> marks_;
