@@ -123,16 +123,6 @@ elif ((!peers_only)); then
   exit 2
 fi
 
-# One run: its samples_per_s, or an error naming the run and its last output lines.
-measure() {
-  local out value
-  if ! out=$("$@" 2>&1) || ! value=$(samples_per_s <<<"$out") || [[ -z $value ]]; then
-    echo "error: no samples_per_s from: $*" >&2
-    tail -5 <<<"$out" >&2
-    exit 1
-  fi
-  echo "$value"
-}
 peer() {  # peer NAME THREADS BATCH
   measure "${python[$1]}" "benchmarks/peers/${script[$1]}" --threads "$2" --batch-size "$3" --steps $((samples / $3))
 }

@@ -25,16 +25,6 @@ bench=$build/benchmarks/train_throughput_cuda
 [[ $rounds =~ ^[1-9][0-9]*$ && $samples =~ ^[1-9][0-9]*$ ]] ||
   { echo "error: ROUNDS='$rounds' and SAMPLES='$samples' must be integers >= 1" >&2; exit 2; }
 
-measure() {  # measure COMMAND...: its samples_per_s, or an error naming the run
-  local out value
-  if ! out=$("$@" 2>&1) || ! value=$(samples_per_s <<<"$out") || [[ -z $value ]]; then
-    echo "error: no samples_per_s from: $*" >&2
-    tail -5 <<<"$out" >&2
-    exit 1
-  fi
-  echo "$value"
-}
-
 declare -A ours theirs
 for ((r = 1; r <= rounds; r++)); do
   for b in 128 1024; do

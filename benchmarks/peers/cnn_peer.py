@@ -1,13 +1,17 @@
 """What the CNN peers (torch_cnn.py, tf_cnn.py) share: the command line, the
 synthetic data set and the timed loop, so that each peer holds only its
-framework's model and step and all of them are measured alike.
+framework's model and step and all of them are measured alike; and the
+accuracy peers (torch_cnn_fashion.py, tf_cnn_fashion.py) read Fashion-MNIST
+through fashion_mnist() here.
 
 The data set matches benchmarks/train_throughput --model cnn: STEPS batches of
 BATCH 28x28x1 samples of uniform pixels in [0, 1) and labels uniform in 0..9,
 trained EPOCHS times after three untimed batches of warm-up. The last lines are
 key=value, `samples_per_s=` as train_throughput prints it."""
 import argparse
+import gzip
 import math
+import os
 import time
 
 import numpy as np
@@ -57,3 +61,46 @@ def measure(framework, args, train):
     print(f"{framework} threads={args.threads} batch_size={args.batch_size} steps={args.steps} "
           f"epochs={args.epochs} loss={loss:.4f}")
     print(f"samples_per_s={n * args.epochs / seconds:.0f} step_ms={seconds * 1e3 / (args.steps * args.epochs):.3f}")
+
+
+def read_idx(path):
+    """An IDX file (plain, else PATH.gz) as a numpy array of its shape."""
+    for candidate in (path, path + ".gz"):
+        if os.path.isfile(candidate):
+            with (gzip.open if candidate.endswith(".gz") else open)(candidate, "rb") as f:
+                raw = f.read()
+            break
+    else:
+        raise SystemExit(f"error: {path}: no such file (nor {path}.gz); expected one of Fashion-MNIST's IDX files")
+    dims = raw[3] if len(raw) >= 4 else 0
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    data = np.frombuffer(raw, dtype=np.uint8, offset=min(len(raw), 4 + 4 * dims))
+    if dims == 0 or raw[:3] != b"\0\0\x08" or data.size != int(np.prod(shape)):
+        raise SystemExit(f"error: {path}: not an IDX file of unsigned bytes whose header matches its size")
+    return data.reshape(shape)
+
+
+def fashion_mnist(folder):
+    """(x_train, y_train, x_test, y_test): images float32 (N, 28, 28, 1) in [0, 1], labels int64."""
+    def images(name):
+        return (read_idx(os.path.join(folder, name)).astype(np.float32) / 255.0)[..., None]
+
+    def labels(name):
+        return read_idx(os.path.join(folder, name)).astype(np.int64)
+
+    return (images("train-images-idx3-ubyte"), labels("train-labels-idx1-ubyte"),
+            images("t10k-images-idx3-ubyte"), labels("t10k-labels-idx1-ubyte"))
+
+
+def parse_fashion_args(description, extra=None):
+    """The accuracy peers' flags: --data, --epochs (10), --batch-size (128), --seed (0),
+    --threads (2); extra(parser) adds a peer's own."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="folder of Fashion-MNIST's four IDX files (plain or .gz)")
+    p.add_argument("--epochs", type=positive, default=10, help="epochs (default 10)")
+    p.add_argument("--batch-size", type=positive, default=128, help="samples per step (default 128)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights, the shuffle and dropout (default 0)")
+    p.add_argument("--threads", type=positive, default=2, help="threads the framework may use (default 2)")
+    if extra:
+        extra(p)
+    return p.parse_args()

@@ -12,57 +12,26 @@ between lockstep and a target can be told from a gap in the target.
 usage: torch_cnn_fashion.py --data DIR [--epochs E] [--batch-size B] [--seed S]
                             [--init keras|torch] [--device cpu|cuda] [--threads T]
 Last lines: key=value (test_accuracy=, test_loss=, seconds=)."""
-import argparse
-import gzip
-import os
 import time
 
-import numpy as np
 import torch
 
-
-def idx(path):
-    """An IDX file (plain or .gz) as a numpy array."""
-    for candidate in (path, path + ".gz"):
-        if os.path.isfile(candidate):
-            opener = gzip.open if candidate.endswith(".gz") else open
-            with opener(candidate, "rb") as f:
-                raw = f.read()
-            break
-    else:
-        raise SystemExit(f"error: {path}: no such file (nor {path}.gz); expected Fashion-MNIST's IDX files")
-    dims = raw[3]
-    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims)
-    if data.size != int(np.prod(shape)):
-        raise SystemExit(f"error: {path}: {data.size} bytes of data, expected {int(np.prod(shape))} for shape {shape}")
-    return data.reshape(shape)
+import cnn_peer
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, help="folder of Fashion-MNIST's four IDX files")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--init", choices=("keras", "torch"), default="keras")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--threads", type=int, default=2)
-    a = p.parse_args()
-    if a.epochs < 1 or a.batch_size < 1 or a.threads < 1:
-        raise SystemExit("error: --epochs, --batch-size and --threads must be >= 1")
+    def extra(p):
+        p.add_argument("--init", choices=("keras", "torch"), default="keras", help="initialisers (default keras)")
+        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train (default cpu)")
+
+    a = cnn_peer.parse_fashion_args(__doc__, extra)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
 
-    def images(name):
-        return torch.from_numpy(idx(os.path.join(a.data, name)).astype(np.float32) / 255.0).unsqueeze(1).to(dev)
-
-    def labels(name):
-        return torch.from_numpy(idx(os.path.join(a.data, name)).astype(np.int64)).to(dev)
-
-    x, y = images("train-images-idx3-ubyte"), labels("train-labels-idx1-ubyte")
-    xt, yt = images("t10k-images-idx3-ubyte"), labels("t10k-labels-idx1-ubyte")
+    # NHWC from the reader to NCHW, on the device: the whole set fits.
+    x, y, xt, yt = (torch.from_numpy(v).to(dev) for v in cnn_peer.fashion_mnist(a.data))
+    x, xt = x.permute(0, 3, 1, 2).contiguous(), xt.permute(0, 3, 1, 2).contiguous()
 
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
