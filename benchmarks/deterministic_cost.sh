@@ -6,23 +6,37 @@
 # batch 128 and 2 replicas at batch 1024.
 # Units: UNITS (default "2 4 24"): 2 covers 1 and 2 replicas, 4 also 4, and
 # 24 covers 1, 2, 3, 4, 6 and 8 (the tests' set).
+# BACKEND=cuda measures train_throughput_cuda on one GPU instead (BUILD_DIR
+# default build/cuda), at batch 128 and 1024, both modes with
+# ReductionToOneDevice (the deterministic mode refuses NCCL).
 # Prints key=value lines last:
 #   <setting>_u<U>   samples/s of Deterministic{U} / the default mode (1.00: free; the goal: at least 0.90)
-# usage: benchmarks/deterministic_cost.sh [BUILD_DIR]   (default build/host)
+# usage: [BACKEND=host|cuda] benchmarks/deterministic_cost.sh [BUILD_DIR]   (default build/host, build/cuda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benchmarks/compare_common.sh  # median, samples_per_s, key_ratio
-build=${1:-build/host}
+backend=${BACKEND:-host}
 rounds=${ROUNDS:-5}
 read -r -a units <<<"${UNITS:-2 4 24}"
-bench="$build/benchmarks/train_throughput"
-[[ -x $bench ]] || { echo "error: $bench not built (cmake --build --preset host)" >&2; exit 2; }
-
-# name: the train_throughput flags of a setting (about 2 s a run)
-declare -A settings=(
-  [r1_b128]="--replicas 1 --batch-size 128 --steps 469 --epochs 2"
-  [r2_b1024]="--replicas 2 --batch-size 1024 --steps 59 --epochs 4"
-)
+# name: the train_throughput flags of a setting (about 2 s a run on the host)
+declare -A settings
+case $backend in
+  host)
+    build=${1:-build/host}
+    bench="$build/benchmarks/train_throughput"
+    settings=([r1_b128]="--replicas 1 --batch-size 128 --steps 469 --epochs 2"
+              [r2_b1024]="--replicas 2 --batch-size 1024 --steps 59 --epochs 4")
+    ;;
+  cuda)
+    build=${1:-build/cuda}
+    bench="$build/benchmarks/train_throughput_cuda"
+    common="--backend cuda --collective one_device --replicas 1"
+    settings=([gpu1_b128]="$common --batch-size 128 --steps 469 --epochs 2"
+              [gpu1_b1024]="$common --batch-size 1024 --steps 59 --epochs 4")
+    ;;
+  *) echo "error: BACKEND='$backend', expected host or cuda" >&2; exit 2 ;;
+esac
+[[ -x $bench ]] || { echo "error: $bench not built (cmake --build $build --target $(basename "$bench"))" >&2; exit 2; }
 declare -A runs
 for ((round = 1; round <= rounds; round++)); do
   for name in "${!settings[@]}"; do
