@@ -27,12 +27,17 @@ def positive(text):
     return value
 
 
+def add_device_flag(parser):
+    """--device cpu|cuda (PyTorch's peers): where the model and the data set live."""
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the model and the data set live (default cpu)")
+
+
 def parse_args(description, device=False):
     """The shared flags; with device=True also --device (cpu or cuda: PyTorch's)."""
     p = argparse.ArgumentParser(description=description)
     if device:
-        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                       help="where the model and the data set live (default cpu)")
+        add_device_flag(p)
     p.add_argument("--batch-size", type=positive, default=128, help="samples per step (default 128)")
     p.add_argument("--steps", type=positive, default=469, help="batches in the data set (default 469: 60,032 samples)")
     p.add_argument("--epochs", type=positive, default=1, help="timed passes over the data set (default 1)")

@@ -6,6 +6,7 @@ sparse categorical cross-entropy from logits, model.fit on synthetic 28x28x1
 data (cnn_peer.py), one process: --threads intra-op threads and one inter-op
 thread (the model is a chain: ops have little to run side by side, and a second
 inter-op pool would only contend for the same cores).
+compiled_convnet() is the network, also for tf_cnn_fashion.py.
 usage: tf_cnn.py [--batch-size B] [--steps S] [--epochs E] [--threads T]"""
 import os
 
@@ -13,26 +14,37 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up
 
 import cnn_peer  # noqa: E402
 
-args = cnn_peer.parse_args(__doc__)
-import tensorflow as tf  # noqa: E402
-import keras  # noqa: E402
 
-# Before any op runs: TensorFlow fixes its thread pools on first use.
-tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-keras.utils.set_random_seed(0)
-x, y = cnn_peer.synthetic(args)
-layers = keras.layers
-model = keras.Sequential([keras.Input((28, 28, 1)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(2),
-                          layers.Conv2D(64, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(),
-                          layers.Dropout(0.5), layers.Dense(10)])
-model.compile(optimizer=keras.optimizers.Adam(1e-3),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+def compiled_convnet(keras, metrics=()):
+    """The network in Keras, compiled with Adam 1e-3 and the cross-entropy from logits."""
+    layers = keras.layers
+    model = keras.Sequential([keras.Input((28, 28, 1)), layers.Conv2D(32, 3, activation="relu"),
+                              layers.MaxPooling2D(2), layers.Conv2D(64, 3, activation="relu"),
+                              layers.MaxPooling2D(2), layers.Flatten(), layers.Dropout(0.5), layers.Dense(10)])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=list(metrics))
+    return model
 
 
-def train(samples, epochs):
-    history = model.fit(x[:samples], y[:samples], batch_size=args.batch_size, epochs=epochs, shuffle=True, verbose=0)
-    return float(history.history["loss"][-1])
+def main():
+    args = cnn_peer.parse_args(__doc__)
+    import tensorflow as tf
+    import keras
+
+    # Before any op runs: TensorFlow fixes its thread pools on first use.
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    keras.utils.set_random_seed(0)
+    x, y = cnn_peer.synthetic(args)
+    model = compiled_convnet(keras)
+
+    def train(samples, epochs):
+        history = model.fit(x[:samples], y[:samples], batch_size=args.batch_size, epochs=epochs, shuffle=True,
+                            verbose=0)
+        return float(history.history["loss"][-1])
+
+    cnn_peer.measure(f"tensorflow {tf.__version__} keras {keras.__version__}", args, train)
 
 
-cnn_peer.measure(f"tensorflow {tf.__version__} keras {keras.__version__}", args, train)
+if __name__ == "__main__":
+    main()

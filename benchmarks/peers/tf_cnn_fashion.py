@@ -14,6 +14,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up notices off the output
 
 import cnn_peer  # noqa: E402
+from tf_cnn import compiled_convnet  # noqa: E402
 
 
 def main():
@@ -26,12 +27,7 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     keras.utils.set_random_seed(a.seed)
-    layers = keras.layers
-    model = keras.Sequential([keras.Input((28, 28, 1)), layers.Conv2D(32, 3, activation="relu"),
-                              layers.MaxPooling2D(2), layers.Conv2D(64, 3, activation="relu"),
-                              layers.MaxPooling2D(2), layers.Flatten(), layers.Dropout(0.5), layers.Dense(10)])
-    model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    model = compiled_convnet(keras, metrics=["accuracy"])
 
     class EachEpoch(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):

@@ -6,38 +6,55 @@ cross-entropy, on synthetic 28x28x1 data (cnn_peer.py), one process on
 --threads intra-op threads. Runs under Debian's python3-torch 1.13 and torch 2.x.
 --device cuda puts the model and the whole data set on the GPU, as a PyTorch
 user would for a data set this small (the peer of train_throughput_cuda).
+convnet() is the network, also for torch_cnn_fashion.py.
 usage: torch_cnn.py [--batch-size B] [--steps S] [--epochs E] [--threads T] [--device cpu|cuda]"""
 import torch
 
 import cnn_peer
 
-args = cnn_peer.parse_args(__doc__, device=True)
-if args.device == "cuda" and not torch.cuda.is_available():
-    raise SystemExit(f"error: --device cuda: torch {torch.__version__} sees no CUDA device; expected at least one")
-device = torch.device(args.device)
-torch.set_num_threads(args.threads)
-torch.manual_seed(0)
-xn, yn = cnn_peer.synthetic(args)
-x = torch.from_numpy(xn).permute(0, 3, 1, 2).contiguous().to(device)  # NCHW: what a PyTorch user feeds
-y = torch.from_numpy(yn).to(device)
-nn = torch.nn
-model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
-                      nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(5 * 5 * 64, 10)).to(device)
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-loss_fn = nn.CrossEntropyLoss()
-batch = args.batch_size
+
+def convnet(init="torch"):
+    """The network in PyTorch (NCHW input), on the CPU. init="keras" draws the
+    weights as Keras does (Glorot uniform, zero biases), "torch" keeps PyTorch's."""
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(5 * 5 * 64, 10))
+    if init == "keras":
+        for m in model:
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.xavier_uniform_(m.weight)  # fan_in = Cin*KH*KW, fan_out = Cout*KH*KW: Keras' Glorot
+                nn.init.zeros_(m.bias)
+    return model
 
 
-def train(samples, epochs):
-    for _ in range(epochs):
-        perm = torch.randperm(samples, device=device)
-        for i in range(0, samples, batch):
-            idx = perm[i:i + batch]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[idx]), y[idx])
-            loss.backward()
-            opt.step()
-    return loss.item()
+def main():
+    args = cnn_peer.parse_args(__doc__, device=True)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"error: --device cuda: torch {torch.__version__} sees no CUDA device; expected at least one")
+    device = torch.device(args.device)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    xn, yn = cnn_peer.synthetic(args)
+    x = torch.from_numpy(xn).permute(0, 3, 1, 2).contiguous().to(device)  # NCHW: what a PyTorch user feeds
+    y = torch.from_numpy(yn).to(device)
+    model = convnet().to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    batch = args.batch_size
+
+    def train(samples, epochs):
+        for _ in range(epochs):
+            perm = torch.randperm(samples, device=device)
+            for i in range(0, samples, batch):
+                idx = perm[i:i + batch]
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(model(x[idx]), y[idx])
+                loss.backward()
+                opt.step()
+        return loss.item()
+
+    cnn_peer.measure(f"torch {torch.__version__} {args.device}", args, train)
 
 
-cnn_peer.measure(f"torch {torch.__version__} {args.device}", args, train)
+if __name__ == "__main__":
+    main()

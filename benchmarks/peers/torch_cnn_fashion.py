@@ -17,12 +17,13 @@ import time
 import torch
 
 import cnn_peer
+from torch_cnn import convnet
 
 
 def main():
     def extra(p):
         p.add_argument("--init", choices=("keras", "torch"), default="keras", help="initialisers (default keras)")
-        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train (default cpu)")
+        cnn_peer.add_device_flag(p)
 
     a = cnn_peer.parse_fashion_args(__doc__, extra)
     torch.set_num_threads(a.threads)
@@ -33,17 +34,9 @@ def main():
     x, y, xt, yt = (torch.from_numpy(v).to(dev) for v in cnn_peer.fashion_mnist(a.data))
     x, xt = x.permute(0, 3, 1, 2).contiguous(), xt.permute(0, 3, 1, 2).contiguous()
 
-    nn = torch.nn
-    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
-                          nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(5 * 5 * 64, 10))
-    if a.init == "keras":
-        for m in model:
-            if isinstance(m, (nn.Conv2d, nn.Linear)):
-                nn.init.xavier_uniform_(m.weight)  # fan_in = Cin*KH*KW, fan_out = Cout*KH*KW: Keras' Glorot
-                nn.init.zeros_(m.bias)
-    model.to(dev)
+    model = convnet(a.init).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
+    loss_fn = torch.nn.CrossEntropyLoss()
 
     def test():
         model.eval()
