@@ -23,9 +23,12 @@
 //       CommunicationOptions::timeout_seconds for every wait on the other
 //       replicas or processes, and the step under way (-1: none) for the
 //       message of a wait that timed out (configure_group below)
-//   kCapturable, kPartial, kSharedDevices        capabilities, false by default:
-//       calls may be recorded in a CUDA graph; calls on parts of the buffer
-//       may overlap backward; several replicas may share one device
+//   kCapturable, kPartial, kSharedDevices, kCapturableAlone
+//       capabilities, false by default: calls may be recorded in a CUDA
+//       graph; calls on parts of the buffer may overlap backward; several
+//       replicas may share one device; a group of one replica returns from
+//       every call at once, so a one-replica step may be recorded even where
+//       kCapturable is false (the copy collectives' host barriers)
 //   gather_to_root(text) -> every process's text on rank 0 (the placement log)
 //   gather_across_processes(mine, n, all)        every process's n doubles,
 //       in rank order, on every process: evaluation's per-replica sums, so
@@ -175,6 +178,10 @@ template <class G, class = void>
 struct capturable : std::false_type {};
 template <class G>
 struct capturable<G, std::enable_if_t<G::kCapturable>> : std::true_type {};
+template <class G, class = void>
+struct capturable_alone : std::false_type {};
+template <class G>
+struct capturable_alone<G, std::enable_if_t<G::kCapturableAlone>> : std::true_type {};
 template <class G, class = void>
 struct partial : std::false_type {};
 template <class G>

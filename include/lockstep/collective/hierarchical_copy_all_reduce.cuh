@@ -216,6 +216,8 @@ class HierarchicalCopyAllReduce::Group : public detail::SingleProcess {
  public:
   // Its replicas meet at host barriers inside all_reduce, which a graph replay would skip.
   static constexpr bool kCapturable = false;
+  // Alone it has no one to wait for: every call returns at once (PeerCopyAllReduce::run).
+  static constexpr bool kCapturableAlone = true;
   // Three host barriers a call: the trainer reduces the whole gradient once per step.
   static constexpr bool kPartial = false;
   // Replicas may share a GPU: their copies are then device-local.

@@ -747,7 +747,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     // outside any capture), captured the second time, replayed after that.
     // Whether the profiler records is part of the shape: its events are in the graph.
     const std::pair<std::size_t, std::size_t> key{rows, (step_batch_.count << 1) | (track != nullptr ? 1u : 0u)};
-    const bool capturable = options_.graphs && detail::capturable<group_type>::value;
+    // A group of one that declares it does nothing alone (the copy
+    // collectives) is captured too: its step has no host barrier to skip.
+    const bool capturable = options_.graphs && (detail::capturable<group_type>::value ||
+                                                (detail::capturable_alone<group_type>::value && group_->size() == 1));
     if (capturable && rep.graph.ready() && rep.graph_key == key) {
       rep.graph.launch(c.stream());
     } else if (capturable && rep.last_key == key && !rep.graph.ready()) {
