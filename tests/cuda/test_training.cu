@@ -256,10 +256,7 @@ TEST_CASE("BatchNormalization (both variants) and Dropout on the GPU train as on
     // ~1e-3 whose sign depends on the summation order (an H200 against the
     // host: 1e-3 to 2.2e-3). It is left out, as in tests/train/test_contracts.cpp.
     constexpr std::size_t kBias = 6 * 8, kBiasEnd = kBias + 8;  // after Dense<8>'s (6, 8) W
-    const auto without_bias = [&](std::vector<float> p) {
-      p.erase(p.begin() + kBias, p.begin() + kBiasEnd);
-      return p;
-    };
+    const auto without_bias = [&](const std::vector<float>& p) { return testing::without(p, kBias, kBiasEnd); };
     CHECK(testing::max_abs_difference(without_bias(on_host.parameters()), without_bias(on_gpu.parameters())) <= 1e-4);
     CHECK(testing::max_abs_difference(on_host.state(), on_gpu.state()) <= 1e-4);
   };

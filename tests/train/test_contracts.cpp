@@ -79,10 +79,7 @@ TEST_CASE("SyncBatchNormalization with Adam - 3 replicas equal one replica (but 
   const SyncBnModel one = fit_copy(Mirrored{1}, Adam{0.01}, init, data, options);
   const SyncBnModel three = fit_copy(Mirrored{3}, Adam{0.01}, init, data, options);
   constexpr std::size_t kBias = 6 * 5, kBiasEnd = kBias + 5;  // Dense<5>'s b after its (6, 5) W
-  auto without_bias = [&](std::vector<float> p) {
-    p.erase(p.begin() + kBias, p.begin() + kBiasEnd);
-    return p;
-  };
+  auto without_bias = [&](const std::vector<float>& p) { return testing::without(p, kBias, kBiasEnd); };
   auto moving_variance = [](const std::vector<float>& s) { return std::vector<float>(s.begin() + 5, s.end()); };
   CHECK(testing::max_abs_difference(without_bias(one.parameters()), without_bias(three.parameters())) <= 1e-5);
   CHECK(testing::max_abs_difference(moving_variance(one.state()), moving_variance(three.state())) <= 1e-5);

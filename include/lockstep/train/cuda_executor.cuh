@@ -737,7 +737,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     pass.key_at = rep.key.data();
     pass.sum = ReplicaSum<Model>{&*group_, &rep, r, c.stream(), ctx(r).comm.get()};
     const auto enqueue = [&] {
-      if constexpr (kProfiled) rep.trace.begin_enqueue();
+      if constexpr (kProfiled) rep.trace.begin_enqueue(c.stream());
       const auto span = observe::scope(pass, observe::Phase::kStep, "step", step_index_);
       ReplicaStep<Model> step(*this, rep, r, pass);
       skeleton::template train<Model, rule>(step, static_cast<int>(rows), step_batch_.count);

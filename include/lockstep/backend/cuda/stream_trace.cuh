@@ -35,9 +35,15 @@ class StreamTrace {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
 
-  // Before a step's work is enqueued (eagerly or into a graph being
-  // captured): the spans opened from here on replace the last step's.
-  void begin_enqueue() { marks_.clear(); }
+  // Before a step's work is enqueued on `stream` (eagerly or into a graph
+  // being captured): the spans opened from here on replace the last step's.
+  // Whether the stream is being captured is asked once here, not per event.
+  void begin_enqueue(cudaStream_t stream) {
+    marks_.clear();
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    LOCKSTEP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    capturing_ = capture == cudaStreamCaptureStatusActive;
+  }
 
   // Opens a span: an NVTX range and an event on `stream`. Returns its mark.
   std::size_t open(cudaStream_t stream, observe::Phase phase, const char* name, std::uint64_t value,
@@ -89,18 +95,15 @@ class StreamTrace {
     }
     return events_[i];
   }
-  static void record(cudaEvent_t e, cudaStream_t stream) { LOCKSTEP_CUDA_CHECK(record_flagged(e, stream)); }
+  void record(cudaEvent_t e, cudaStream_t stream) const { LOCKSTEP_CUDA_CHECK(record_flagged(e, stream)); }
   // An event record node in a graph being captured, else a plain record.
-  static cudaError_t record_flagged(cudaEvent_t e, cudaStream_t stream) noexcept {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    const cudaError_t status = cudaStreamIsCapturing(stream, &capture);
-    if (status != cudaSuccess) return status;
-    return capture == cudaStreamCaptureStatusActive ? cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal)
-                                                    : cudaEventRecord(e, stream);
+  cudaError_t record_flagged(cudaEvent_t e, cudaStream_t stream) const noexcept {
+    return capturing_ ? cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal) : cudaEventRecord(e, stream);
   }
 
   std::vector<Mark> marks_;
   std::vector<cudaEvent_t> events_;
+  bool capturing_ = false;  // begin_enqueue's stream is being captured
 };
 
 // A span on the GPU replica's host track (NVTX only: the host part) and on its stream.
