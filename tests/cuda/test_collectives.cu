@@ -26,6 +26,7 @@ using namespace lockstep;
 static_assert(NcclAllReduce::Group::kCapturable && NcclAllReduce::Group::kPartial);
 static_assert(!HierarchicalCopyAllReduce::Group::kCapturable && !HierarchicalCopyAllReduce::Group::kPartial);
 static_assert(!ReductionToOneDevice<Cuda>::Group::kCapturable && !ReductionToOneDevice<Cuda>::Group::kPartial);
+static_assert(HierarchicalCopyAllReduce::Group::kCapturableAlone && ReductionToOneDevice<Cuda>::Group::kCapturableAlone);
 
 namespace {
 

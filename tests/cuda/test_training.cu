@@ -112,6 +112,9 @@ TEST_CASE("a step replayed from a CUDA graph equals the step enqueued directly -
   const auto eager = train(MirroredPolicy<NcclAllReduce>{1}, false, options);
   const auto graph = train(MirroredPolicy<NcclAllReduce>{1}, true, options);
   CHECK(eager == graph);
+  // Alone, the copy collectives' steps are captured too (kCapturableAlone).
+  CHECK(train(MirroredPolicy<ReductionToOneDevice<Cuda>>{1}, true, options) == eager);
+  CHECK(train(MirroredPolicy<HierarchicalCopyAllReduce>{1}, true, options) == eager);
   const Sgd sgd(0.1, 0.9, true);
   CHECK(train(MirroredPolicy<NcclAllReduce>{1}, false, options, sgd) ==
         train(MirroredPolicy<NcclAllReduce>{1}, true, options, sgd));
