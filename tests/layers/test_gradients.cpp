@@ -89,3 +89,45 @@ TEST_CASE("a workspace smaller than the rows is an error - not an overrun") {
   CHECK_THROWS_WITH_AS(Model::forward(ctx, Pass{}, model.parameters().data(), model.state().data(), x, 2, ws),
                        doctest::Contains("2 rows, the workspace holds 1"), lockstep::Error);
 }
+
+TEST_CASE("BatchNormalization over more positions than one chunk of its per-channel sums") {
+  // 3 samples of 10 x 10 x 2: 300 positions a channel, summed as a chunk of
+  // kernels::kChunk (256) and one of 44 (batch_normalization.hpp).
+  Pass pass{Mode::kTraining};
+  using Big = Sequential<Input<10, 10, 2>, BatchNormalization<>, Flatten, Dense<3>>;
+  using SyncBig = Sequential<Input<10, 10, 2>, SyncBatchNormalization, Flatten, Dense<2>>;
+  static_assert(kernels::kChunk < 3 * 100 && 3 * 100 < 2 * kernels::kChunk);
+  check_gradients<Big, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{0, 2, 1}, 3, pass);
+  check_gradients<SyncBig, SparseCategoricalCrossentropy>(std::vector<std::int32_t>{1, 0, 1}, 3, pass);
+
+  // Forward against the statistics summed directly: with gamma 1 and beta 0
+  // each channel's output has mean 0 and variance var / (var + epsilon).
+  using Norm = Sequential<Input<10, 10, 2>, BatchNormalization<>>;
+  constexpr int kRows = 3;
+  constexpr std::size_t kPositions = kRows * 100;
+  std::vector<double> params(Norm::kParams), state(Norm::kState);
+  std::vector<float> init(Norm::kParams), state_init(Norm::kState);
+  Norm::initialize(init.data(), 1);
+  Norm::initialize_state(state_init.data());
+  params.assign(init.begin(), init.end());
+  state.assign(state_init.begin(), state_init.end());
+  std::vector<double> x(kRows * Norm::kInputs);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 3.0 * Philox4x32::uniform(7, 0, i) + (i % 2 ? 5.0 : -1.0);
+  host::Context ctx;
+  Norm::BasicWorkspace<double> ws(kRows);
+  const double* y = Norm::forward(ctx, pass, params.data(), state.data(), x.data(), kRows, ws);
+  for (std::size_t c = 0; c < 2; ++c) {
+    double mx = 0, my = 0;
+    for (std::size_t o = 0; o < kPositions; ++o) mx += x[o * 2 + c], my += y[o * 2 + c];
+    mx /= kPositions, my /= kPositions;
+    double vx = 0, vy = 0;
+    for (std::size_t o = 0; o < kPositions; ++o) {
+      vx += (x[o * 2 + c] - mx) * (x[o * 2 + c] - mx);
+      vy += (y[o * 2 + c] - my) * (y[o * 2 + c] - my);
+    }
+    vx /= kPositions, vy /= kPositions;
+    CAPTURE(c);
+    CHECK(std::abs(my) < 1e-12);
+    CHECK(std::abs(vy - vx / (vx + BatchNormDefaults::kEpsilon)) < 1e-12);
+  }
+}

@@ -34,65 +34,127 @@ struct BatchNormDefaults {
 };
 
 namespace kernels {
-// The batch statistics of channel c of one replica's (outer, C) values.
-// Synchronized, first pass: sums[c] = sum x, sums[C] = outer (the count).
+// Every per-channel sum over a replica's (outer, C) values runs in two
+// stages. One thread per channel walking all of `outer` leaves a GPU with C
+// threads for a feature map's 128 x 26 x 26 rows (milliseconds a call);
+// instead stage 1 (ChunkSums) gives each chunk of kChunk consecutive rows of
+// a channel a thread, which sums them in double and rounds once, and stage 2
+// adds a channel's chunks in chunk order (chunk_total). The order depends on
+// `outer` alone: the same bits on every run and replica count, and the same
+// kernels on the host and on a GPU.
+inline constexpr std::size_t kChunk = 256;
+LOCKSTEP_HOST_DEVICE constexpr std::size_t chunk_count(std::size_t outer) { return (outer + kChunk - 1) / kChunk; }
+
+// Stage 1: partial[(k * chunks + p) * C + c] = the sum over chunk p of
+// channel c of the Term's k-th value (Term::kValues of them).
+template <class T, class Term>
+struct ChunkSums {
+  Term term;
+  T* partial;
+  std::size_t outer;
+  std::size_t channels;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t p = i / channels, c = i % channels, chunks = chunk_count(outer);
+    const std::size_t end = (p + 1) * kChunk < outer ? (p + 1) * kChunk : outer;
+    double acc[Term::kValues] = {};
+    for (std::size_t o = p * kChunk; o < end; ++o) term(o * channels + c, c, acc);
+    for (int k = 0; k < Term::kValues; ++k)
+      partial[(static_cast<std::size_t>(k) * chunks + p) * channels + c] = static_cast<T>(acc[k]);
+  }
+};
+// Stage 2: value k of channel c summed over the chunks, in chunk order.
+template <class T>
+LOCKSTEP_HOST_DEVICE double chunk_total(const T* partial, std::size_t outer, std::size_t channels, int k,
+                                        std::size_t c) {
+  const std::size_t chunks = chunk_count(outer);
+  double s = 0;
+  for (std::size_t p = 0; p < chunks; ++p) s += partial[(static_cast<std::size_t>(k) * chunks + p) * channels + c];
+  return s;
+}
+
+// Terms: x; (x - mean)^2; dy and dy xhat (backward).
+template <class T>
+struct Values {
+  static constexpr int kValues = 1;
+  const T* x;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i, std::size_t, double* acc) const { acc[0] += x[i]; }
+};
+template <class T>
+struct SquaredDeviations {
+  static constexpr int kValues = 1;
+  const T* x;
+  const T* mean;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i, std::size_t c, double* acc) const {
+    const double d = static_cast<double>(x[i]) - static_cast<double>(mean[c]);
+    acc[0] += d * d;
+  }
+};
+template <class T>
+struct GradientTerms {
+  static constexpr int kValues = 2;
+  const T* x;
+  const T* dy;
+  const T* mean;
+  const T* inv_std;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i, std::size_t c, double* acc) const {
+    const double xhat = (static_cast<double>(x[i]) - mean[c]) * inv_std[c];
+    acc[0] += dy[i];
+    acc[1] += dy[i] * xhat;
+  }
+};
+
+// Synchronized, after the sums of x: sums[c] = sum x, sums[C] = outer (the count).
 template <class T>
 struct ChannelSums {
-  const T* x;
+  const T* partial;
   T* sums;
   std::size_t outer;
   std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
-    double s = 0;
-    for (std::size_t o = 0; o < outer; ++o) s += x[o * channels + c];
-    sums[c] = static_cast<T>(s);
+    sums[c] = static_cast<T>(chunk_total(partial, outer, channels, 0, c));
     if (c == 0) sums[channels] = static_cast<T>(outer);
   }
 };
-// Synchronized, second pass: mean[c] from the summed sums; centred[c] = sum (x - mean)^2.
+// mean[c] = sums[c] / count (0 where the count is 0): the summed sums'
+// global mean (synchronized), or this slice's (count = outer).
 template <class T>
-struct ChannelCentred {
-  const T* x;
-  const T* sums;  // summed over replicas: C sums, then the count
+struct ChannelMean {
+  const T* sums;
+  const T* count;  // one value
   T* mean;
-  T* centred;
-  std::size_t outer;
-  std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
-    const double count = static_cast<double>(sums[channels]);
-    const double m = count > 0 ? static_cast<double>(sums[c]) / count : 0.0;
-    double q = 0;
-    for (std::size_t o = 0; o < outer; ++o) {
-      const double d = static_cast<double>(x[o * channels + c]) - m;
-      q += d * d;
-    }
-    mean[c] = static_cast<T>(m);
-    centred[c] = static_cast<T>(q);
+    const double n = static_cast<double>(*count);
+    mean[c] = static_cast<T>(n > 0 ? static_cast<double>(sums[c]) / n : 0.0);
   }
 };
-// Per replica: this slice's mean and variance, and (for the moving
-// statistics' mean over replicas) mean * has, var * has and has = outer > 0.
+// out[c] = the chunks' total of value k.
+template <class T>
+struct ChannelTotal {
+  const T* partial;
+  T* out;
+  std::size_t outer;
+  std::size_t channels;
+  int k;
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
+    out[c] = static_cast<T>(chunk_total(partial, outer, channels, k, c));
+  }
+};
+// Per replica, after the squared deviations from its mean: its variance, and
+// (for the moving statistics' mean over replicas) mean * has, var * has and
+// has = outer > 0.
 template <class T>
 struct ChannelMoments {
-  const T* x;
-  T* mean;
+  const T* partial;
+  const T* mean;
   T* var;
   T* shares;  // [C means][C variances][1 replica count]
   std::size_t outer;
   std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
-    double s = 0;
-    for (std::size_t o = 0; o < outer; ++o) s += x[o * channels + c];
-    const double m = outer ? s / static_cast<double>(outer) : 0.0;
-    double q = 0;
-    for (std::size_t o = 0; o < outer; ++o) {
-      const double d = static_cast<double>(x[o * channels + c]) - m;
-      q += d * d;
-    }
+    const double q = chunk_total(partial, outer, channels, 0, c);
     const double v = outer ? q / static_cast<double>(outer) : 0.0;
-    mean[c] = static_cast<T>(m);
     var[c] = static_cast<T>(v);
-    shares[c] = static_cast<T>(m);
+    shares[c] = mean[c];
     shares[channels + c] = static_cast<T>(v);
     if (c == 0) shares[2 * channels] = static_cast<T>(outer ? 1 : 0);
   }
@@ -147,31 +209,23 @@ struct MovingStatistics {
     inv_std[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(moving_var[c]) + epsilon));
   }
 };
-// Backward, per channel: dbeta = sum dy, dgamma = sum dy xhat (this replica's
-// rows); copies of both into `sums` for the sum over replicas.
+// Backward, after the sums of dy and dy xhat: dbeta, dgamma (this
+// replica's rows), and copies of both into `sums` for the sum over replicas.
 template <class T>
 struct ChannelGradSums {
-  const T* x;
-  const T* dy;
-  const T* mean;
-  const T* inv_std;
+  const T* partial;
   T* dgamma;
   T* dbeta;
   T* sums;  // [C dbeta][C dgamma]
   std::size_t outer;
   std::size_t channels;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t c) const {
-    double db = 0, dg = 0;
-    for (std::size_t o = 0; o < outer; ++o) {
-      const std::size_t i = o * channels + c;
-      const double xhat = (static_cast<double>(x[i]) - mean[c]) * inv_std[c];
-      db += dy[i];
-      dg += dy[i] * xhat;
-    }
-    dbeta[c] = static_cast<T>(db);
-    dgamma[c] = static_cast<T>(dg);
-    sums[c] = static_cast<T>(db);
-    sums[channels + c] = static_cast<T>(dg);
+    const T db = static_cast<T>(chunk_total(partial, outer, channels, 0, c));
+    const T dg = static_cast<T>(chunk_total(partial, outer, channels, 1, c));
+    dbeta[c] = db;
+    dgamma[c] = dg;
+    sums[c] = db;
+    sums[channels + c] = dg;
   }
 };
 // dx = gamma inv_std / N (N dy - sum dy - xhat sum dy xhat), N the count the
@@ -223,8 +277,13 @@ struct BatchNormalization {
     static constexpr std::size_t C = static_cast<std::size_t>(kChannels);
     static constexpr std::size_t kParams = 2 * C;  // gamma, beta
     static constexpr std::size_t kState = 2 * C;   // moving_mean, moving_variance
-    // mean, inv_std (forward -> backward); sums (2C + 1); the count N for backward.
-    static constexpr std::size_t kScratch = 2 * C + (2 * C + 1) + 1;
+    // mean, inv_std (forward -> backward); sums (2C + 1); the count N for
+    // backward; then the chunks' partial sums (up to 2 values x C channels x
+    // chunk_count(outer) chunks), which 2C plus kScratchPerRow x rows covers:
+    // chunk_count(rows x kSpatial) <= rows x kSpatial / kChunk + 1.
+    static constexpr std::size_t kSpatial = static_cast<std::size_t>(kIn) / C;  // positions per sample
+    static constexpr std::size_t kScratch = 2 * C + (2 * C + 1) + 1 + 2 * C;
+    static constexpr std::size_t kScratchPerRow = (2 * C * kSpatial + kernels::kChunk - 1) / kernels::kChunk;
     static constexpr const char* kName = "batch_normalization";
 
     template <class F>
@@ -251,7 +310,7 @@ struct BatchNormalization {
 
     template <class Ctx, class P, class T>
     static void forward(Ctx& ctx, const P& pass, Slots<T> s, const T* x, T* y, int rows) {
-      const std::size_t outer = static_cast<std::size_t>(rows) * (kIn / C);
+      const std::size_t outer = static_cast<std::size_t>(rows) * kSpatial;
       const T* gamma = s.params;
       const T* beta = s.params + C;
       T* moving_mean = s.state;
@@ -260,29 +319,38 @@ struct BatchNormalization {
       T* inv_std = mean + C;
       T* sums = inv_std + C;
       T* count = sums + 2 * C + 1;
+      T* partial = count + 1;
       if (!pass.training()) {
         ctx.for_each_index(C, kernels::MovingStatistics<T>{moving_mean, moving_var, mean, inv_std, Hyper::kEpsilon});
       } else if constexpr (Synchronized) {
         // The global mean, then the global sum of squared deviations from it:
         // two small sums over replicas, exact where the one-pass formula cancels.
-        ctx.for_each_index(C, kernels::ChannelSums<T>{x, sums, outer, C});
+        sum_chunks(ctx, kernels::Values<T>{x}, partial, outer);
+        ctx.for_each_index(C, kernels::ChannelSums<T>{partial, sums, outer, C});
         pass.sum(sums, C + 1);
         ctx.copy(count, sums + C, 1);
+        ctx.for_each_index(C, kernels::ChannelMean<T>{sums, count, mean});
         T* centred = sums + C + 1;  // C values after the count
-        ctx.for_each_index(C, kernels::ChannelCentred<T>{x, sums, mean, centred, outer, C});
+        sum_chunks(ctx, kernels::SquaredDeviations<T>{x, mean}, partial, outer);
+        ctx.for_each_index(C, kernels::ChannelTotal<T>{partial, centred, outer, C, 0});
         pass.sum(centred, C);
         // var = centred / N, kept in `sums` (its C sums are no longer needed); every replica agrees.
         ctx.for_each_index(C, DivideBy<T>{centred, count, sums});
         ctx.for_each_index(C, kernels::ChannelFinish<T>{sums, inv_std, mean, sums, one(ctx, sums), moving_mean,
                                                         moving_var, Hyper::kMomentum, Hyper::kEpsilon});
       } else {
-        // shares: [C means][C variances][replicas with rows], summed over replicas.
-        ctx.for_each_index(C, kernels::ChannelMoments<T>{x, mean, inv_std, sums, outer, C});
+        // This slice's mean and variance; then shares: [C means][C
+        // variances][replicas with rows], summed over replicas.
+        ctx.for_each_index(1, SetCount<T>{count, static_cast<T>(outer)});
+        sum_chunks(ctx, kernels::Values<T>{x}, partial, outer);
+        ctx.for_each_index(C, kernels::ChannelTotal<T>{partial, sums, outer, C, 0});
+        ctx.for_each_index(C, kernels::ChannelMean<T>{sums, count, mean});
+        sum_chunks(ctx, kernels::SquaredDeviations<T>{x, mean}, partial, outer);
+        ctx.for_each_index(C, kernels::ChannelMoments<T>{partial, mean, inv_std, sums, outer, C});
         pass.sum(sums, 2 * C + 1);
         // inv_std holds this slice's variance until ChannelFinish turns it into 1 / sqrt(var + eps).
         ctx.for_each_index(C, kernels::ChannelFinish<T>{inv_std, inv_std, sums, sums + C, sums + 2 * C, moving_mean,
                                                         moving_var, Hyper::kMomentum, Hyper::kEpsilon});
-        ctx.for_each_index(1, SetCount<T>{count, static_cast<T>(outer)});
       }
       ctx.for_each_index(outer * C, kernels::Normalize<T>{x, y, mean, inv_std, gamma, beta, C});
     }
@@ -290,13 +358,15 @@ struct BatchNormalization {
     template <class Ctx, class P, class T>
     static void backward(Ctx& ctx, const P& pass, Slots<T> s, const T* x, const T*, T* dy, T* dx, T* dparams,
                          int rows) {
-      const std::size_t outer = static_cast<std::size_t>(rows) * (kIn / C);
+      const std::size_t outer = static_cast<std::size_t>(rows) * kSpatial;
       const T* gamma = s.params;
       T* mean = s.scratch;
       T* inv_std = mean + C;
       T* sums = inv_std + C;
       T* count = sums + 2 * C + 1;
-      ctx.for_each_index(C, kernels::ChannelGradSums<T>{x, dy, mean, inv_std, dparams, dparams + C, sums, outer, C});
+      T* partial = count + 1;
+      sum_chunks(ctx, kernels::GradientTerms<T>{x, dy, mean, inv_std}, partial, outer);
+      ctx.for_each_index(C, kernels::ChannelGradSums<T>{partial, dparams, dparams + C, sums, outer, C});
       if (!dx) return;
       if constexpr (Synchronized) pass.sum(sums, 2 * C);
       ctx.for_each_index(outer * C,
@@ -304,6 +374,11 @@ struct BatchNormalization {
     }
 
    private:
+    // Stage 1 of a per-channel sum (kernels::ChunkSums): a thread per chunk and channel.
+    template <class Ctx, class T, class Term>
+    static void sum_chunks(Ctx& ctx, const Term& term, T* partial, std::size_t outer) {
+      ctx.for_each_index(kernels::chunk_count(outer) * C, kernels::ChunkSums<T, Term>{term, partial, outer, C});
+    }
     template <class T>
     using DivideBy = kernels::DivideBy<T>;
     template <class T>
