@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/bits.hpp"
 #include "lockstep/core/crc32c.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -69,17 +70,6 @@ inline void put_fixed64(std::string& out, std::uint64_t v) {
 }
 inline void put_key(std::string& out, int field, int wire_type) {
   put_varint(out, (static_cast<std::uint64_t>(field) << 3) | static_cast<std::uint64_t>(wire_type));
-}
-
-inline std::uint64_t bits_of(double v) {
-  std::uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-}
-inline std::uint32_t bits_of(float v) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
 }
 
 // Fields, written whatever their value (a oneof member, or a caller that checked).

@@ -14,12 +14,10 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "lockstep/backend/host/conv.hpp"
 #include "lockstep/backend/host/launch.hpp"
+#include "lockstep/core/bits.hpp"
 #include "lockstep/ops/window2d.hpp"
 
 namespace lockstep::host {
@@ -59,23 +57,8 @@ void zero_uncovered(const Window2D& g, T* dx, int rows) {
     }
 }
 
-// A float's bits as an unsigned integer of its size, and back: the max
-// pooling backward's test and select (builtin::pool2d_backward says why).
-template <class T>
-using BitsOf = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
-template <class T>
-BitsOf<T> bits_of(T value) {
-  BitsOf<T> bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-template <class T>
-T from_bits(BitsOf<T> bits) {
-  T value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-// All ones where a and b have the same bits, else zero.
+// All ones where a and b have the same bits, else zero: the max pooling
+// backward's test (builtin::pool2d_backward says why).
 template <class T>
 BitsOf<T> equal_mask(T a, T b) {
   return bits_of(a) == bits_of(b) ? ~BitsOf<T>(0) : BitsOf<T>(0);
@@ -154,7 +137,7 @@ void pool2d_backward(PoolKind kind, const Window2D& g, const T* x, const T* y, c
   else
     detail::zero_uncovered(g, dx, rows);
   // Max: all ones for each channel whose gradient is still to be given in this window.
-  using Bits = detail::BitsOf<T>;
+  using Bits = BitsOf<T>;
   Bits* pending = kind == PoolKind::kMax ? detail::thread_scratch<Bits>(c) : nullptr;
   detail::for_each_window(g, rows, [&](std::size_t in_at, std::size_t out_at, detail::Clipped w) {
     const T* grad = dy + out_at;
@@ -171,14 +154,14 @@ void pool2d_backward(PoolKind kind, const Window2D& g, const T* x, const T* y, c
           for (std::size_t j = 0; j < c; ++j) {
             const Bits hit = detail::equal_mask(v[j], top[j]) & pending[j];
             const T sum = d[j] + grad[j];
-            d[j] = detail::from_bits<T>((detail::bits_of(sum) & hit) | (detail::bits_of(d[j]) & ~hit));
+            d[j] = from_bits<T>((bits_of(sum) & hit) | (bits_of(d[j]) & ~hit));
             pending[j] &= ~hit;
           }
         } else if (pending) {
           LOCKSTEP_INDEPENDENT_ITERATIONS
           for (std::size_t j = 0; j < c; ++j) {
             const Bits hit = detail::equal_mask(v[j], top[j]) & pending[j];
-            d[j] = detail::from_bits<T>(detail::bits_of(grad[j]) & hit);
+            d[j] = from_bits<T>(bits_of(grad[j]) & hit);
             pending[j] &= ~hit;
           }
         } else if (overlap) {
