@@ -21,10 +21,16 @@ cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/lib/ensure-packages.sh
 source scripts/lib/ensure-packages.sh
+# Each stage's seconds are printed after it, so that a slow CI run shows where
+# its time went (the whole run is meant to stay under 40 minutes).
+mark=$SECONDS
+took() { echo "==> $1: $((SECONDS - mark)) s"; mark=$SECONDS; }
 lockstep_prepare_host_build
+took "packages and configure"
 
 echo "==> [3/4] build (cmake --build --preset host -j 2)"
 cmake --build --preset host -j 2
+took "host build"
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -39,24 +45,28 @@ elif command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   cmake --build --preset cuda --target lockstep_cuda_all
   echo "==> [cuda 3/3] gpu tests (ctest --preset cuda -L gpu): skipped where no GPU is visible"
   ctest --preset cuda -L gpu | tee "$logs/gpu.log"
+  took "cuda build and gpu tests"
 else
   echo "==> cuda: nvcc not found, the CUDA backend was not compiled"
 fi
 
 echo "==> [4/4] host tests (ctest --preset host -j 2${*:+ $*})"
 ctest --preset host -j 2 "$@" | tee "$logs/host.log"
+took "host tests"
 
 if [[ ${LOCKSTEP_SKIP_SANITIZERS:-0} == 1 ]]; then
   echo "==> sanitizers: skipped (LOCKSTEP_SKIP_SANITIZERS=1)"
 else
   echo "==> sanitizers (scripts/sanitize.sh): the host tests under ASan+UBSan and under TSan"
   scripts/sanitize.sh
+  took "sanitizers"
 fi
 if [[ ${LOCKSTEP_SKIP_FUZZ:-0} == 1 ]]; then
   echo "==> fuzz: skipped (LOCKSTEP_SKIP_FUZZ=1)"
 else
   echo "==> fuzz (scripts/fuzz.sh): libFuzzer on the IDX, CSV and safetensors readers, ${FUZZ_SECONDS:-60} s each"
   scripts/fuzz.sh
+  took "fuzz"
 fi
 
 # The GPU node's check, rehearsed on a stand-in for the node (set -e stops the
@@ -68,8 +78,10 @@ elif [[ ${LOCKSTEP_SKIP_CUDA:-0} == 1 ]] || ! command -v nvcc >/dev/null 2>&1; t
 else
   echo "==> gpu rehearsal (scripts/gpu-rehearsal.sh): gpu-check.sh --prepare, then gpu-check.sh on a stand-in for the GPU node"
   scripts/gpu-rehearsal.sh
+  took "gpu rehearsal"
 fi
 
+echo "==> scripts/test.sh: $SECONDS s in all"
 # Totals over every ctest run above, from ctest's own closing lines:
 # "N% tests passed, F tests failed out of T", then one "(Skipped)" line per
 # skipped test. (set -o pipefail has already stopped the script on a failure.)
