@@ -9,7 +9,10 @@
 #   scripts/test.sh -R 'data:'      scripts/test.sh -LE e2e
 # LOCKSTEP_SKIP_CUDA=1 leaves the CUDA build out. Where nvcc is found, the
 # rehearsal of the GPU node's check (scripts/gpu-rehearsal.sh) runs after the
-# host tests, before the totals; LOCKSTEP_SKIP_REHEARSAL=1 leaves it out.
+# host tests, before the totals; LOCKSTEP_SKIP_REHEARSAL=1 leaves it out. Where
+# it runs and no GPU is visible, the cuda preset builds only the CUDA targets
+# that need MPI (lockstep_cuda_mpi): the rehearsal compiles every other one
+# with nvcc and starts its tests, and compiling them twice cost CI 4-5 minutes.
 # After the host tests come the host tests again under sanitizers
 # (scripts/sanitize.sh: ASan+UBSan, then TSan, in build/asan and build/tsan)
 # and the fuzzers of the file readers (scripts/fuzz.sh: libFuzzer, 60 s per
@@ -35,19 +38,35 @@ took "host build"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-if [[ ${LOCKSTEP_SKIP_CUDA:-0} == 1 ]]; then
-  echo "==> cuda: skipped (LOCKSTEP_SKIP_CUDA=1)"
-elif command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+cuda=0 rehearse=0
+if [[ ${LOCKSTEP_SKIP_CUDA:-0} != 1 ]] && { command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
   command -v nvcc >/dev/null 2>&1 || export PATH=/usr/local/cuda/bin:$PATH
+  cuda=1
+  [[ ${LOCKSTEP_SKIP_REHEARSAL:-0} == 1 ]] || rehearse=1
+fi
+if ((!cuda)); then
+  if [[ ${LOCKSTEP_SKIP_CUDA:-0} == 1 ]]; then
+    echo "==> cuda: skipped (LOCKSTEP_SKIP_CUDA=1)"
+  else
+    echo "==> cuda: nvcc not found, the CUDA backend was not compiled"
+  fi
+else
   echo "==> [cuda 1/3] configure (cmake --preset cuda)"
   cmake --preset cuda
-  echo "==> [cuda 2/3] compile every CUDA target with nvcc (cmake --build --preset cuda --target lockstep_cuda_all)"
-  cmake --build --preset cuda --target lockstep_cuda_all
-  echo "==> [cuda 3/3] gpu tests (ctest --preset cuda -L gpu): skipped where no GPU is visible"
-  ctest --preset cuda -L gpu | tee "$logs/gpu.log"
+  if ((rehearse)) && ! nvidia-smi -L >/dev/null 2>&1; then
+    # No GPU: the rehearsal below builds every target the node builds (all but
+    # those that need MPI) and starts each gpu test, so here only the rest.
+    echo "==> [cuda 2/3] compile the CUDA targets that need MPI (--target lockstep_cuda_mpi); the rehearsal compiles the others"
+    cmake --build --preset cuda --target lockstep_cuda_mpi
+    echo "==> [cuda 3/3] their gpu tests (ctest --preset cuda -L gpu -L mpi): skipped where no GPU is visible"
+    ctest --preset cuda -L gpu -L mpi | tee "$logs/gpu.log"
+  else
+    echo "==> [cuda 2/3] compile every CUDA target with nvcc (cmake --build --preset cuda --target lockstep_cuda_all)"
+    cmake --build --preset cuda --target lockstep_cuda_all
+    echo "==> [cuda 3/3] gpu tests (ctest --preset cuda -L gpu): skipped where no GPU is visible"
+    ctest --preset cuda -L gpu | tee "$logs/gpu.log"
+  fi
   took "cuda build and gpu tests"
-else
-  echo "==> cuda: nvcc not found, the CUDA backend was not compiled"
 fi
 
 echo "==> [4/4] host tests (ctest --preset host -j 2${*:+ $*})"
@@ -71,14 +90,16 @@ fi
 
 # The GPU node's check, rehearsed on a stand-in for the node (set -e stops the
 # script where it fails). Not counted in the totals, which are ctest's.
-if [[ ${LOCKSTEP_SKIP_REHEARSAL:-0} == 1 ]]; then
-  echo "==> gpu rehearsal: skipped (LOCKSTEP_SKIP_REHEARSAL=1)"
-elif [[ ${LOCKSTEP_SKIP_CUDA:-0} == 1 ]] || ! command -v nvcc >/dev/null 2>&1; then
-  echo "==> gpu rehearsal: skipped (no CUDA build here)"
-else
+if ((rehearse)); then
   echo "==> gpu rehearsal (scripts/gpu-rehearsal.sh): gpu-check.sh --prepare, then gpu-check.sh on a stand-in for the GPU node"
   scripts/gpu-rehearsal.sh
+  # Its gpu tests count in the totals like the cuda preset's.
+  cp build/gpu-rehearsal/out/gpu-tests.txt "$logs/gpu-rehearsal.log"
   took "gpu rehearsal"
+elif ((cuda)); then
+  echo "==> gpu rehearsal: skipped (LOCKSTEP_SKIP_REHEARSAL=1)"
+else
+  echo "==> gpu rehearsal: skipped (no CUDA build here)"
 fi
 
 echo "==> scripts/test.sh: $SECONDS s in all"
