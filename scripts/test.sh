@@ -104,9 +104,12 @@ fi
 
 echo "==> scripts/test.sh: $SECONDS s in all"
 # Totals over every ctest run above, from ctest's own closing lines:
-# "N% tests passed, F tests failed out of T", then one "(Skipped)" line per
-# skipped test. (set -o pipefail has already stopped the script on a failure.)
+# "N% tests passed, F tests failed out of T" (newer ctest, pip's in the
+# rehearsal: "100% tests passed out of T" when none failed), then one
+# "(Skipped)" line per skipped test. (set -o pipefail has already stopped the
+# script on a failure.)
 awk '/tests failed out of/ { failed += $4; total += $NF }
+     /tests passed out of/ { total += $NF }
      /\(Skipped\)$/ { skipped++ }
      END { printf "lockstep: %d passed, %d failed, %d skipped\n", total - failed - skipped, failed, skipped }' \
   "$logs"/*.log
