@@ -89,7 +89,7 @@ else
 fi
 
 # The GPU node's check, rehearsed on a stand-in for the node (set -e stops the
-# script where it fails). Not counted in the totals, which are ctest's.
+# script where it fails). Its gpu tests' ctest output joins the totals below.
 if ((rehearse)); then
   echo "==> gpu rehearsal (scripts/gpu-rehearsal.sh): gpu-check.sh --prepare, then gpu-check.sh on a stand-in for the GPU node"
   scripts/gpu-rehearsal.sh
