@@ -3,10 +3,11 @@
 // usage: train_throughput [--backend host|cuda] [--strategy mirrored|central|multiworker]
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
-//                         [--mfu yes|no] [--model mlp|cnn] [--conv builtin|onednn]
+//                         [--mfu yes|no] [--model mlp|cnn|cnn_bn] [--conv builtin|onednn]
 //                         [--profile off|compiled|recording] [--deterministic UNITS]
-// --model mlp (default): 784-256-10; cnn: Keras' simple MNIST convnet
-// (examples/fashion_mnist --model cnn) on 28x28x1 samples. --conv picks the
+// --model mlp (default): 784-256-10; cnn: Keras' simple MNIST convnet, and
+// cnn_bn: the same with BatchNormalization after each convolution
+// (examples/fashion_mnist/models.hpp) on 28x28x1 samples. --conv picks the
 // host's convolution path (host::set_conv_path; default host::kDefaultConvPath).
 // The data set is S batches of B synthetic samples; it is trained E times
 // (default 1), so a longer measurement keeps the same data set size.
@@ -38,6 +39,7 @@
 #include <lockstep/core/output.hpp>
 #include <lockstep/lockstep.hpp>
 
+#include "../examples/fashion_mnist/models.hpp"
 #include "gemm_timing.hpp"
 #if defined(LOCKSTEP_HAVE_MPI)
 #include <lockstep/mpi.hpp>
@@ -63,12 +65,10 @@ struct Run {
   std::string profile = "off";
 };
 
-using Mlp = lockstep::Sequential<lockstep::Input<784>, lockstep::Dense<256, lockstep::Relu>, lockstep::Dense<10>>;
-// The example's --model cnn.
-using Cnn = lockstep::Sequential<
-    lockstep::Input<28, 28, 1>, lockstep::Conv2D<32, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
-    lockstep::MaxPooling2D<2>, lockstep::Conv2D<64, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
-    lockstep::MaxPooling2D<2>, lockstep::Flatten, lockstep::Dropout<50>, lockstep::Dense<10>>;
+// The example's models (examples/fashion_mnist/models.hpp).
+using fashion_mnist::Cnn;
+using fashion_mnist::CnnBn;
+using fashion_mnist::Mlp;
 
 template <class Model, class Strategy>
 int measure(Strategy strategy, const char* name, const Run& run) {
@@ -155,14 +155,14 @@ int measure(Strategy strategy, const char* name, const Run& run) {
 template <class Strategy>
 int measure(Strategy strategy, const char* name, const Run& run, const std::string& model) {
   using Context = typename lockstep::Trainer<Strategy, lockstep::Adam>::executor_type::context_type;
-  if (model == "cnn") {
+  if (model == "cnn" || model == "cnn_bn") {
     if constexpr (lockstep::supports_conv2d_v<Context>)
-      return measure<Cnn>(strategy, name, run);
+      return model == "cnn" ? measure<Cnn>(strategy, name, run) : measure<CnnBn>(strategy, name, run);
     else
-      lockstep::fail("--model cnn: the ", Strategy::backend::kName,
-                     " backend has no convolutions yet; run it with --backend host");
+      lockstep::fail("--model ", model, ": the ", Strategy::backend::kName,
+                     " backend of this build has no convolutions; run it with --backend host");
   }
-  lockstep::require(model == "mlp", "--model: '", model, "', expected mlp or cnn");
+  lockstep::require(model == "mlp", "--model: '", model, "', expected mlp, cnn or cnn_bn");
   return measure<Mlp>(strategy, name, run);
 }
 

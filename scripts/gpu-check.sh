@@ -20,7 +20,7 @@
 # one GPU without those labelled multi_gpu, which need two), the
 # Fashion-MNIST example for 3 epochs on every visible GPU, train_throughput_cuda
 # at batch 128 and 4096, all_reduce_cuda, and, where time is left, the example
-# with --model mlp_bn_dropout and train_throughput_cuda --model cnn (cuDNN).
+# with --model mlp_bn_dropout and train_throughput_cuda --model cnn and cnn_bn (cuDNN).
 # The budgets, the build's included, add up to
 # LOCKSTEP_GPU_BUDGET_S (480 s). The whole log, each step's output and the
 # summary go to $OUT (else the build folder); the summary ends the output, its
@@ -488,20 +488,23 @@ else
   note "example --model mlp_bn_dropout not run: $((total_budget - (SECONDS - start))) s left of the ${total_budget} s budget"
 fi
 
-# The Keras MNIST convnet through cuDNN, where cuDNN was found and the budget allows.
-if [[ -n $cudnn_version ]] && (( total_budget - (SECONDS - start) >= 15 )); then
-  out=$log_dir/throughput_cnn.txt
-  if step "throughput cnn" $b_tput "$out" "$build/benchmarks/train_throughput_cuda" --backend cuda \
-      --replicas "$gpus" --model cnn --batch-size 128 --steps 200; then
-    line=$(grep -E '^samples_per_s=' "$out" | tail -1)
-    key throughput_cnn_samples_per_s "$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$line")"
-    key throughput_cnn_step_ms "$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line")"
-  else
-    failed "train_throughput_cuda --model cnn (see $out)"
+# The Keras MNIST convnet through cuDNN, and the same with BatchNormalization
+# (its per-channel sums), where cuDNN was found and the budget allows.
+for model in cnn cnn_bn; do
+  if [[ -n $cudnn_version ]] && (( total_budget - (SECONDS - start) >= 15 )); then
+    out=$log_dir/throughput_$model.txt
+    if step "throughput $model" $b_tput "$out" "$build/benchmarks/train_throughput_cuda" --backend cuda \
+        --replicas "$gpus" --model $model --batch-size 128 --steps 200; then
+      line=$(grep -E '^samples_per_s=' "$out" | tail -1)
+      key "throughput_${model}_samples_per_s" "$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$line")"
+      key "throughput_${model}_step_ms" "$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line")"
+    else
+      failed "train_throughput_cuda --model $model (see $out)"
+    fi
+  elif [[ -n $cudnn_version ]]; then
+    note "train_throughput_cuda --model $model not run: $((total_budget - (SECONDS - start))) s left of the ${total_budget} s budget"
   fi
-elif [[ -n $cudnn_version ]]; then
-  note "train_throughput_cuda --model cnn not run: $((total_budget - (SECONDS - start))) s left of the ${total_budget} s budget"
-fi
+done
 
 ((failures)) && finish 1
 finish 0

@@ -27,6 +27,8 @@
 #include <lockstep/cuda.hpp>
 #endif
 
+#include "models.hpp"
+
 namespace {
 
 // The flags' ranges: beyond them a value is an error, never narrowed. Host
@@ -273,21 +275,6 @@ int train_model(const Flags& flags, Strategy strategy) {
   return 0;
 }
 
-// Keras' "simple MNIST convnet" (keras.io/examples/vision/mnist_convnet). The
-// data set's rows of 784 pixels are the 28x28x1 images, row by row.
-using Cnn = lockstep::Sequential<
-    lockstep::Input<28, 28, 1>, lockstep::Conv2D<32, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
-    lockstep::MaxPooling2D<2>, lockstep::Conv2D<64, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Relu>,
-    lockstep::MaxPooling2D<2>, lockstep::Flatten, lockstep::Dropout<50>, lockstep::Dense<10>>;
-// The same with BatchNormalization after each convolution, which then has no
-// bias (BatchNormalization's beta takes its place), and the relu after it.
-template <int Filters>
-using ConvBeforeBn = lockstep::Conv2D<Filters, 3, 3, lockstep::Strides<1, 1>, lockstep::Valid, lockstep::Linear, false>;
-using CnnBn = lockstep::Sequential<lockstep::Input<28, 28, 1>, ConvBeforeBn<32>, lockstep::BatchNormalization<>,
-                                   lockstep::Relu, lockstep::MaxPooling2D<2>, ConvBeforeBn<64>,
-                                   lockstep::BatchNormalization<>, lockstep::Relu, lockstep::MaxPooling2D<2>,
-                                   lockstep::Flatten, lockstep::Dropout<50>, lockstep::Dense<10>>;
-
 // The example trains every strategy wrapped in Profiled<...>, so that
 // --profile can record its steps (with the profiler stopped, a profiled
 // step costs one test per layer).
@@ -303,15 +290,14 @@ int train(const Flags& flags, Plain plain) {
     // Only where the backend has convolutions (the CUDA backend needs cuDNN for them).
     using Context = typename Trainer<Strategy, Adam>::executor_type::context_type;
     if constexpr (supports_conv2d_v<Context>)
-      return flags.model == "cnn" ? train_model<Cnn>(flags, strategy) : train_model<CnnBn>(flags, strategy);
+      return flags.model == "cnn" ? train_model<fashion_mnist::Cnn>(flags, strategy)
+                                  : train_model<fashion_mnist::CnnBn>(flags, strategy);
     else
       fail("--model ", flags.model, ": the ", Strategy::backend::kName,
            " backend of this build has no convolutions; use --backend host");
   }
-  if (flags.model == "mlp_bn_dropout")
-    return train_model<Sequential<Input<784>, Dense<256>, BatchNormalization<>, Relu, Dropout<20>, Dense<10>>>(
-        flags, strategy);
-  return train_model<Sequential<Input<784>, Dense<256, Relu>, Dense<10>>>(flags, strategy);
+  if (flags.model == "mlp_bn_dropout") return train_model<fashion_mnist::MlpBnDropout>(flags, strategy);
+  return train_model<fashion_mnist::Mlp>(flags, strategy);
 }
 
 // Builds the strategy the flags name and trains with it.

@@ -3,6 +3,7 @@
 // flow between layers are checked too.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -129,5 +130,69 @@ TEST_CASE("BatchNormalization over more positions than one chunk of its per-chan
     CAPTURE(c);
     CHECK(std::abs(my) < 1e-12);
     CHECK(std::abs(vy - vx / (vx + BatchNormDefaults::kEpsilon)) < 1e-12);
+  }
+}
+
+// The host runs some functors through host_loop (backend/host/launch.hpp), a
+// vectorisable loop; a GPU calls f(i) for each index. Both must give the
+// same bits, so that a host run and the kernels' own arithmetic agree.
+namespace {
+template <class F>
+std::vector<float> per_index(std::size_t n, F f, std::vector<float>& out) {
+  std::fill(out.begin(), out.end(), -7.0f);
+  for (std::size_t i = 0; i < n; ++i) f(i);
+  return out;
+}
+template <class F>
+std::vector<float> host_loop(std::size_t n, F f, std::vector<float>& out) {
+  std::fill(out.begin(), out.end(), -7.0f);
+  static_assert(host::has_host_loop<F>::value);
+  host::for_each_index(n, f);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("BatchNormalization's host loops give the bits of its per-index kernels") {
+  // Channel counts around the host loop's block of 64; positions around a chunk of 256.
+  const std::size_t kChannels[] = {1, 3, 32, 64, 65, 130}, kOuter[] = {1, 255, 256, 257, 600};
+  for (const std::size_t channels : kChannels) {
+    for (const std::size_t outer : kOuter) {
+      CAPTURE(channels);
+      CAPTURE(outer);
+      const std::size_t n = outer * channels;
+      std::vector<float> x(n), dy(n), mean(channels), inv_std(channels), gamma(channels), beta(channels);
+      std::vector<float> sums(2 * channels), count{static_cast<float>(outer)};
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = 4.0f * Philox4x32::uniform(11, 0, i) - 1.5f;
+        dy[i] = Philox4x32::uniform(11, 1, i) - 0.5f;
+      }
+      for (std::size_t c = 0; c < channels; ++c) {
+        mean[c] = Philox4x32::uniform(11, 2, c);
+        inv_std[c] = 0.5f + Philox4x32::uniform(11, 3, c);
+        gamma[c] = 0.5f + Philox4x32::uniform(11, 4, c);
+        beta[c] = Philox4x32::uniform(11, 5, c) - 0.5f;
+        sums[c] = Philox4x32::uniform(11, 6, c);
+        sums[channels + c] = Philox4x32::uniform(11, 7, c);
+      }
+      std::vector<float> out(n);
+      const kernels::Normalize<float> normalize{x.data(), out.data(), mean.data(), inv_std.data(),
+                                                gamma.data(), beta.data(), channels};
+      CHECK(per_index(n, normalize, out) == host_loop(n, normalize, out));
+      const kernels::NormalizeBackward<float> backward{x.data(),     dy.data(),   out.data(),   mean.data(),
+                                                       inv_std.data(), gamma.data(), sums.data(), count.data(),
+                                                       channels};
+      CHECK(per_index(n, backward, out) == host_loop(n, backward, out));
+
+      const std::size_t chunks = kernels::chunk_count(outer);
+      std::vector<float> partial(2 * chunks * channels);
+      const kernels::ChunkSums<float, kernels::Values<float>> values{{x.data()}, partial.data(), outer, channels};
+      CHECK(per_index(chunks * channels, values, partial) == host_loop(chunks * channels, values, partial));
+      const kernels::ChunkSums<float, kernels::SquaredDeviations<float>> squares{
+          {x.data(), mean.data()}, partial.data(), outer, channels};
+      CHECK(per_index(chunks * channels, squares, partial) == host_loop(chunks * channels, squares, partial));
+      const kernels::ChunkSums<float, kernels::GradientTerms<float>> terms{
+          {x.data(), dy.data(), mean.data(), inv_std.data()}, partial.data(), outer, channels};
+      CHECK(per_index(chunks * channels, terms, partial) == host_loop(chunks * channels, terms, partial));
+    }
   }
 }

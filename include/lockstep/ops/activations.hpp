@@ -76,13 +76,16 @@ struct ActivateInPlace {
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { y[i] = Act::forward(y[i]); }
 };
 
-// dy[i] *= Act'(y[i]): turns the gradient of the output into that of the input.
+// dx[i] = Act'(y[i]) dy[i]: turns the gradient of the output into that of
+// the input. The derivative comes first: g++ 12 vectorises Relu's
+// `y > 0 ? 1 : 0` times dy in that order only (dy times it became a branch
+// per value, the whole Relu layer's backward run one float at a time).
 template <class Act, class T = float>
 struct ActivationBackward {
   const T* y;
   const T* dy;
   T* dx;
-  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { dx[i] = dy[i] * Act::derivative_from_output(y[i]); }
+  LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { dx[i] = Act::derivative_from_output(y[i]) * dy[i]; }
 };
 
 }  // namespace kernels

@@ -3,29 +3,34 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "lockstep/core/config.hpp"
 
 namespace lockstep::host {
 
-// Element-wise functors touch only index i of each array, so iterations are
-// independent by contract: say so. Otherwise the compiler, seeing several
-// float pointers, vectorises only behind a runtime alias check, and in some
-// inlining contexts not at all (a standalone Adam step ran 4x slower).
-#if defined(__clang__)
-#define LOCKSTEP_INDEPENDENT_ITERATIONS _Pragma("clang loop vectorize(assume_safety)")
-#elif defined(__GNUC__)
-#define LOCKSTEP_INDEPENDENT_ITERATIONS _Pragma("GCC ivdep")
-#else
-#define LOCKSTEP_INDEPENDENT_ITERATIONS
-#endif
+// A functor may define host_loop(n): the effect of f(i) for every i in [0,
+// n), bit for bit, in a loop shape the compiler can vectorise where f(i)'s
+// cannot (a per-channel functor dividing i by the channel count per value;
+// a per-chunk sum walking one channel with a stride). A GPU calls f(i).
+template <class F, class = void>
+struct has_host_loop : std::false_type {};
+template <class F>
+struct has_host_loop<F, std::void_t<decltype(std::declval<const F&>().host_loop(std::size_t{}))>> : std::true_type {};
 
-// Calls f(i) for i in [0, n). f is a LOCKSTEP_HOST_DEVICE functor whose call
-// for i reads and writes element i only. It is copied to a local so that its
-// pointer members stay in registers.
+// Calls f(i) for i in [0, n) (or f.host_loop(n), above). f is a
+// LOCKSTEP_HOST_DEVICE functor whose call for i reads and writes element i
+// only. It is copied to a local so that its pointer members stay in registers.
 template <class F>
 inline void for_each_index(std::size_t n, const F& functor) {
   const F f = functor;
-  LOCKSTEP_INDEPENDENT_ITERATIONS
-  for (std::size_t i = 0; i < n; ++i) f(i);
+  if constexpr (has_host_loop<F>::value) {
+    f.host_loop(n);
+  } else {
+    LOCKSTEP_INDEPENDENT_ITERATIONS
+    for (std::size_t i = 0; i < n; ++i) f(i);
+  }
 }
 
 // Calls f(row) for row in [0, rows): one call per row, for row reductions.
