@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# lockstep's train_throughput --model cnn against PyTorch (Debian's 1.13 and 2.x)
-# and TensorFlow/Keras 2.x on the same CNN (Keras' simple MNIST convnet) and the
-# same synthetic data, each on 1 and 2 threads / replicas at batch 128 and 1024,
-# alternating in each round so that all see the same machine; medians over ROUNDS
-# (default 3); then oneDNN's convolution speed here (conv_peak), the bound.
+# lockstep's train_throughput --model cnn (or MODEL=cnn_bn) against PyTorch
+# (Debian's 1.13 and 2.x) and TensorFlow/Keras 2.x on the same CNN (Keras' simple
+# MNIST convnet) and the same synthetic data, each on 1 and 2 threads / replicas
+# at batch 128 and 1024, alternating in each round so that all see the same
+# machine; medians over ROUNDS (default 3); then oneDNN's convolution speed here
+# (conv_peak), the bound.
 # Prints key=value lines last:
 #   ratio_vs_torch_bB   best lockstep setting / the fastest PyTorch setting (either
 #                       version, 1 or 2 threads), batch B (128, 1024)
@@ -20,7 +21,9 @@
 #                    brings NVIDIA's CUDA libraries: about 7 GB in all. Benchmarks
 #                    only: never CI. Also LOCKSTEP_INSTALL_PEERS=1.
 #   --peers-only     leave lockstep out (the peers and conv_peak alone)
-# Environment: ROUNDS (3), SAMPLES per run (15360: 120 batches of 128, 15 of 1024),
+# Environment: MODEL (cnn, or cnn_bn: BatchNormalization after each convolution, in
+#   lockstep and in every peer; conv_peak's bound is then that of its convolutions),
+#   ROUNDS (3), SAMPLES per run (15360: 120 batches of 128, 15 of 1024),
 #   PEERS (torch1 torch2 tf: which peers), PEERS_VENV (.venv-peers),
 #   LOCKSTEP_ARGS (more train_throughput flags for every lockstep run, e.g. --conv onednn),
 #   TORCH_INDEX_URL (a pip index for torch 2.x, tried before PyPI; default
@@ -44,6 +47,8 @@ while (($#)); do
   shift
 done
 rounds=${ROUNDS:-3}
+model=${MODEL:-cnn}
+[[ $model == cnn || $model == cnn_bn ]] || { echo "error: MODEL='$model'; expected cnn or cnn_bn" >&2; exit 2; }
 samples=${SAMPLES:-15360}
 peers=${PEERS:-torch1 torch2 tf}
 venv=${PEERS_VENV:-.venv-peers}
@@ -109,11 +114,11 @@ conv_peak=$build/benchmarks/conv_peak
 if ((!peers_only)); then
   [[ -x $bench ]] || { echo "error: $bench not built (cmake --build $build --target train_throughput)" >&2; exit 2; }
   # shellcheck disable=SC2086  # LOCKSTEP_ARGS is a list of flags
-  if ! out=$("$bench" --model cnn --steps 1 --mfu no $lockstep_args 2>&1); then
-    echo "error: $bench has no working --model cnn $lockstep_args: $(tail -1 <<<"$out")" >&2
+  if ! out=$("$bench" --model "$model" --steps 1 --mfu no $lockstep_args 2>&1); then
+    echo "error: $bench has no working --model $model $lockstep_args: $(tail -1 <<<"$out")" >&2
     exit 2
   fi
-  echo "lockstep: $bench --model cnn $lockstep_args: $(grep '^backend=' <<<"$out")"
+  echo "lockstep: $bench --model $model $lockstep_args: $(grep '^backend=' <<<"$out")"
 fi
 have_conv_peak=0
 if [[ -x $conv_peak ]]; then
@@ -124,11 +129,12 @@ elif ((!peers_only)); then
 fi
 
 peer() {  # peer NAME THREADS BATCH
-  measure "${python[$1]}" "benchmarks/peers/${script[$1]}" --threads "$2" --batch-size "$3" --steps $((samples / $3))
+  measure "${python[$1]}" "benchmarks/peers/${script[$1]}" --model "$model" --threads "$2" --batch-size "$3" \
+    --steps $((samples / $3))
 }
 ours() {  # ours REPLICAS BATCH
   # shellcheck disable=SC2086
-  measure "$bench" --model cnn --replicas "$1" --batch-size "$2" --steps $((samples / $2)) --mfu no $lockstep_args
+  measure "$bench" --model "$model" --replicas "$1" --batch-size "$2" --steps $((samples / $2)) --mfu no $lockstep_args
 }
 
 declare -A runs

@@ -4,6 +4,10 @@ framework's model and step and all of them are measured alike; and the
 accuracy peers (torch_cnn_fashion.py, tf_cnn_fashion.py) read Fashion-MNIST
 through fashion_mnist() here.
 
+--model cnn_bn puts BatchNormalization (Keras' defaults: epsilon 1e-3, momentum
+0.99) after each convolution, which then has no bias, and the relu after it, as
+train_throughput --model cnn_bn (examples/fashion_mnist/models.hpp) does.
+
 The data set matches benchmarks/train_throughput --model cnn: STEPS batches of
 BATCH 28x28x1 samples of uniform pixels in [0, 1) and labels uniform in 0..9,
 trained EPOCHS times after three untimed batches of warm-up. The last lines are
@@ -42,6 +46,8 @@ def parse_args(description, device=False):
     p.add_argument("--steps", type=positive, default=469, help="batches in the data set (default 469: 60,032 samples)")
     p.add_argument("--epochs", type=positive, default=1, help="timed passes over the data set (default 1)")
     p.add_argument("--threads", type=positive, default=1, help="threads the framework may use (default 1)")
+    p.add_argument("--model", choices=("cnn", "cnn_bn"), default="cnn",
+                   help="the convnet, or the same with BatchNormalization after each convolution (default cnn)")
     return p.parse_args()
 
 
@@ -63,7 +69,7 @@ def measure(framework, args, train):
     seconds = time.perf_counter() - t0
     if not math.isfinite(loss):
         raise SystemExit(f"error: {framework}: the last loss is {loss}; expected a finite number")
-    print(f"{framework} threads={args.threads} batch_size={args.batch_size} steps={args.steps} "
+    print(f"{framework} model={args.model} threads={args.threads} batch_size={args.batch_size} steps={args.steps} "
           f"epochs={args.epochs} loss={loss:.4f}")
     print(f"samples_per_s={n * args.epochs / seconds:.0f} step_ms={seconds * 1e3 / (args.steps * args.epochs):.3f}")
 
