@@ -63,10 +63,10 @@ struct ChunkSums {
   // The host's loop (host::for_each_index): a chunk's rows outermost and up
   // to kBlock channels innermost, each with its own sum, so that the adds
   // vectorise across channels instead of waiting on each other down one
-  // channel. Each channel still adds its rows in order from 0: the same bits.
-  void host_loop(std::size_t) const {
+  // channel. Each channel still adds the chunk's rows in order: the same bits.
+  void host_loop(std::size_t n) const {  // n = chunk_count(outer) * channels
     constexpr std::size_t kBlock = 64;
-    for (std::size_t p = 0; p < chunk_count(outer); ++p) {
+    for (std::size_t p = 0; p < n / channels; ++p) {
       for (std::size_t c0 = 0; c0 < channels; c0 += kBlock) {
         const std::size_t width = channels - c0 < kBlock ? channels - c0 : kBlock;
         double acc[Term::kValues * kBlock] = {};
