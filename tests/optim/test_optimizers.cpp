@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "lockstep/backend/host/context.hpp"
+#include "lockstep/core/rng.hpp"
 #include "lockstep/optim/adam.hpp"
 #include "lockstep/optim/clipping.hpp"
 #include "lockstep/optim/schedules.hpp"
@@ -171,4 +173,19 @@ TEST_CASE("ClipNorm scales each variable by clip / max(its norm, clip)") {
   CHECK(p[1] == doctest::Approx(-0.8));
   CHECK(p[2] == doctest::Approx(-0.3));
   CHECK(p[3] == doctest::Approx(-0.4));
+}
+
+TEST_CASE("ClipByGlobalNorm's host loop gives the bits of its per-index kernel") {
+  std::vector<float> g(1001);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = Philox4x32::uniform(5, 0, i) - 0.5f;
+  for (const float sum : {0.0f, 0.3f, 1.0f, 37.5f}) {  // norms below, at and above the clip of 1
+    CAPTURE(sum);
+    std::vector<float> per_index = g, looped = g;
+    const kernels::ClipByGlobalNorm a{per_index.data(), &sum, 1.0f}, b{looped.data(), &sum, 1.0f};
+    for (std::size_t i = 0; i < g.size(); ++i) a(i);
+    static_assert(host::has_host_loop<kernels::ClipByGlobalNorm>::value);
+    host::for_each_index(g.size(), b);
+    CHECK(per_index == looped);
+    CHECK((sum > 1.0f) == (looped != g));  // only a norm above the clip scales
+  }
 }
