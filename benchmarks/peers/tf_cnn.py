@@ -25,11 +25,11 @@ def compiled_convnet(keras, metrics=(), model="cnn"):
             return [layers.Conv2D(filters, 3, activation="relu")]
         return [layers.Conv2D(filters, 3, use_bias=False), layers.BatchNormalization(), layers.ReLU()]
 
-    model = keras.Sequential([keras.Input((28, 28, 1)), *conv(32), layers.MaxPooling2D(2), *conv(64),
-                              layers.MaxPooling2D(2), layers.Flatten(), layers.Dropout(0.5), layers.Dense(10)])
-    model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=list(metrics))
-    return model
+    net = keras.Sequential([keras.Input((28, 28, 1)), *conv(32), layers.MaxPooling2D(2), *conv(64),
+                            layers.MaxPooling2D(2), layers.Flatten(), layers.Dropout(0.5), layers.Dense(10)])
+    net.compile(optimizer=keras.optimizers.Adam(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=list(metrics))
+    return net
 
 
 def main():
