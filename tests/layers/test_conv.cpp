@@ -174,7 +174,7 @@ void check_against_naive(double tolerance) {
     for (std::size_t i = 0; i < dy.size(); ++i) masked[i] = y[i] > T(0) ? dy[i] : T(0);
     const NaiveGrads relu = naive_backward(g, x, kernel, masked, rows);
     host::Context ctx;
-    for (bool with_dx : {true, false}) {  // without dx: a first layer, the host's direct loops for small patches
+    for (bool with_dx : {true, false}) {  // without dx: a first layer, whose input needs no gradient
       auto d = dy;
       std::fill(dk.begin(), dk.end(), T(5));
       ctx.conv2d_activation_backward<Relu>(g, x.data(), y.data(), kernel.data(), d.data(),
@@ -207,6 +207,53 @@ TEST_CASE("Window2D: TensorFlow's output sizes and Same padding (the odd pad at 
 TEST_CASE("the built-in convolution equals a naive direct convolution - forward and backward - double and float") {
   check_against_naive<Builtin, double>(1e-12);
   check_against_naive<Builtin, float>(2e-5);
+}
+
+// im2col's rows are the patches, value for value, for every chunk of pixels
+// [p0, p1); it writes nothing past kIm2colSlack values after the last row
+// (its short-run copies write over what comes next).
+template <class T>
+void check_im2col() {
+  const int rows = 3;
+  std::vector<Window2D> all = geometries();
+  all.push_back(window::make(5, 6, 16, 2, 3, 3, 1, 1, true));  // runs of 48 and 32 values: memcpy's
+  all.push_back(window::make(5, 6, 16, 2, 2, 2, 1, 1, false));
+  for (const Window2D& g : all) {
+    CAPTURE(g.in_h);
+    CAPTURE(g.in_c);
+    CAPTURE(g.kernel_h);
+    const auto x = uniform<T>(static_cast<std::size_t>(rows) * g.in_size(), 1);
+    const std::size_t pixels = static_cast<std::size_t>(rows) * static_cast<std::size_t>(g.out_h * g.out_w);
+    const std::size_t patch = g.patch_size(), slack = host::detail::kIm2colSlack<T>;
+    for (std::size_t p0 : {std::size_t{0}, pixels / 3, pixels - 1})
+      for (std::size_t p1 : {pixels / 2 + 1, pixels}) {
+        if (p1 <= p0) continue;
+        std::vector<T> cols((p1 - p0) * patch + slack + 8, T(7));
+        host::detail::im2col(g, x.data(), p0, p1, cols.data());
+        std::vector<T> want((p1 - p0) * patch);
+        for (std::size_t p = p0; p < p1; ++p) {
+          const int n = static_cast<int>(p / static_cast<std::size_t>(g.out_h * g.out_w));
+          const int oh = static_cast<int>(p / static_cast<std::size_t>(g.out_w)) % g.out_h;
+          const int ow = static_cast<int>(p % static_cast<std::size_t>(g.out_w));
+          std::size_t j = (p - p0) * patch;
+          for (int kh = 0; kh < g.kernel_h; ++kh)
+            for (int kw = 0; kw < g.kernel_w; ++kw)
+              for (int c = 0; c < g.in_c; ++c, ++j) {
+                const long long in = input_index(g, n, oh * g.stride_h - g.pad_top + kh,
+                                                 ow * g.stride_w - g.pad_left + kw, c);
+                want[j] = in < 0 ? T(0) : x[static_cast<std::size_t>(in)];
+              }
+        }
+        CHECK(std::equal(want.begin(), want.end(), cols.begin()));
+        CHECK(std::all_of(cols.begin() + static_cast<std::ptrdiff_t>(want.size() + slack), cols.end(),
+                          [](T v) { return v == T(7); }));
+      }
+  }
+}
+
+TEST_CASE("im2col gives every patch's values - padded and inside windows - short and long runs - any chunk") {
+  check_im2col<float>();
+  check_im2col<double>();
 }
 
 #if defined(LOCKSTEP_HAVE_ONEDNN)
