@@ -24,6 +24,21 @@ TEST_CASE("Philox4x32-10 matches the Random123 known answers") {
   CHECK(out[3] == 0x24126ea1u);
 }
 
+TEST_CASE("generate4 gives the words of four generate calls - across a carry into the counter's high word") {
+  // The known-answer key and stream; first indices that cross 2^32 and 2^64 between the four lanes.
+  const std::uint64_t seed = 0x299f31d0a4093822ull, stream = 0x0370734413198a2eull;
+  for (const std::uint64_t first : {std::uint64_t{0}, std::uint64_t{0x85a308d3243f6a88ull}, std::uint64_t{0xFFFFFFFEull},
+                                    ~std::uint64_t{1}}) {
+    CAPTURE(first);
+    std::uint32_t four[16], one[4];
+    Philox4x32::generate4(seed, stream, first, four);
+    for (std::uint64_t j = 0; j < 4; ++j) {
+      Philox4x32::generate(seed, stream, first + j, one);
+      for (std::uint64_t w = 0; w < 4; ++w) CHECK(four[4 * j + w] == one[w]);
+    }
+  }
+}
+
 TEST_CASE("uniform values depend on (seed - stream - index) only and lie in 0..1") {
   double sum = 0;
   std::set<float> distinct;

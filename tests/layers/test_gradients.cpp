@@ -152,6 +152,32 @@ std::vector<float> host_loop(std::size_t n, F f, std::vector<float>& out) {
 }
 }  // namespace
 
+TEST_CASE("Dropout's host loop gives the bits of its per-index kernel - any first row - any length") {
+  // First values that start mid-quad and on one; lengths around the loop's blocks of 16 values.
+  for (const std::uint64_t base : {std::uint64_t{0}, std::uint64_t{2}, std::uint64_t{1600}, std::uint64_t{4294967291}}) {
+    for (const std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                                std::size_t{50}, std::size_t{3200}}) {
+      CAPTURE(base);
+      CAPTURE(n);
+      std::vector<float> x(n), out(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = 4.0f * Philox4x32::uniform(12, 0, i) - 2.0f;
+      kernels::DropoutMask<float> mask{};
+      mask.src = x.data();
+      mask.dst = out.data();
+      mask.stream = rng_stream::kDropout + 3;
+      mask.base = base;
+      mask.s = 0x0123456789abcdefull;
+      mask.n = n;
+      mask.threshold = 0x40000000u;  // rate 0.25
+      mask.scale = 4.0f / 3.0f;
+      const std::size_t calls = kernels::DropoutMask<float>::calls(base, n);
+      const std::vector<float> want = per_index(calls, mask, out), got = host_loop(calls, mask, out);
+      CHECK(want == got);
+      if (n >= 50) CHECK(std::count(got.begin(), got.end(), 0.0f) > 0);  // the test drops values
+    }
+  }
+}
+
 TEST_CASE("BatchNormalization's host loops give the bits of its per-index kernels") {
   // Channel counts around the host loop's block of 64; positions around a chunk of 256.
   const std::size_t kChannels[] = {1, 3, 32, 64, 65, 130}, kOuter[] = {1, 255, 256, 257, 600};

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lockstep/core/bits.hpp"
 #include "lockstep/core/config.hpp"
 #include "lockstep/core/rng.hpp"
 #include "lockstep/layers/layer.hpp"
@@ -41,6 +42,32 @@ struct DropoutMask {
       const std::size_t i = static_cast<std::size_t>(g - base);
       dst[i] = words[w] >= threshold ? src[i] * scale : T(0);
     }
+  }
+  // The effect of calls [0, calls): the quads that lie wholly inside [base, base
+  // + n) four at a time through Philox4x32::generate4, the same words, and a
+  // select loop over them that the compiler vectorises; the partial quads at
+  // the ends through operator().
+  void host_loop(std::size_t calls) const {
+    if (calls == 0) return;
+    const std::uint64_t first_quad = base / 4;
+    std::size_t k = 0;
+    if (base % 4 != 0) (*this)(k++);  // a quad that starts before base
+    const std::size_t whole = static_cast<std::size_t>((base + n) / 4 - first_quad);  // quads ending by base + n
+    for (; k + 4 <= whole; k += 4) {
+      std::uint32_t words[16];
+      Philox4x32::generate4(s, stream, first_quad + k, words);
+      const std::size_t at = static_cast<std::size_t>((first_quad + k) * 4 - base);
+      const T* in = src + at;
+      T* out = dst + at;
+      // Every product is computed and the dropped ones masked to +0: a
+      // multiply under a condition is not vectorised (it might trap).
+      LOCKSTEP_INDEPENDENT_ITERATIONS
+      for (std::size_t i = 0; i < 16; ++i) {
+        const BitsOf<T> keep = words[i] >= threshold ? ~BitsOf<T>(0) : BitsOf<T>(0);
+        out[i] = from_bits<T>(bits_of(in[i] * scale) & keep);
+      }
+    }
+    for (; k < calls; ++k) (*this)(k);
   }
   // How many calls cover n values from `base`.
   LOCKSTEP_HOST_DEVICE static std::size_t calls(std::uint64_t base, std::size_t n) {
