@@ -320,14 +320,28 @@ void conv2d_backward(const Window2D& g, const T* x, const T* y, const T* kernel,
     return;
   }
   const std::size_t chunk = std::min(pixels, detail::chunk_pixels(g));
-  // dy <- dy Act'(y) and dbias += its column sums, for pixels [p0, p1).
+  // dy <- dy Act'(y) and dbias += its column sums, for pixels [p0, p1), in
+  // one pass where both are wanted (the first layer's two passes over its
+  // 32 channels took as long as its dkernel GEMM).
   auto own_gradient = [&](std::size_t p0, std::size_t p1) {
     T* d = dy + p0 * cout;
-    if constexpr (!Act::kIdentity) detail::activation_backward<Act>(y + p0 * cout, d, (p1 - p0) * cout);
-    if (!dbias) return;
+    if (!dbias) {
+      if constexpr (!Act::kIdentity) detail::activation_backward<Act>(y + p0 * cout, d, (p1 - p0) * cout);
+      return;
+    }
+    const T* out = y ? y + p0 * cout : nullptr;
     for (std::size_t p = p0; p < p1; ++p, d += cout) {
-      LOCKSTEP_INDEPENDENT_ITERATIONS
-      for (std::size_t c = 0; c < cout; ++c) dbias[c] += d[c];
+      if constexpr (!Act::kIdentity) {
+        LOCKSTEP_INDEPENDENT_ITERATIONS
+        for (std::size_t c = 0; c < cout; ++c) {
+          d[c] *= Act::derivative_from_output(out[c]);
+          dbias[c] += d[c];
+        }
+        out += cout;
+      } else {
+        LOCKSTEP_INDEPENDENT_ITERATIONS
+        for (std::size_t c = 0; c < cout; ++c) dbias[c] += d[c];
+      }
     }
   };
   const int n = g.out_c, k = static_cast<int>(patch);
