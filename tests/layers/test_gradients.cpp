@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gradient_check.hpp"
@@ -219,6 +220,94 @@ TEST_CASE("BatchNormalization's host loops give the bits of its per-index kernel
       const kernels::ChunkSums<float, kernels::GradientTerms<float>> terms{
           {x.data(), dy.data(), mean.data(), inv_std.data()}, partial.data(), outer, channels};
       CHECK(per_index(chunks * channels, terms, partial) == host_loop(chunks * channels, terms, partial));
+
+      // With a Relu fused (Sequential::fuses_next): the same per index and
+      // host loop, and the bits of the Relu layer's own kernels run before
+      // (forward) or after (backward) the plain ones.
+      const kernels::Normalize<float, Relu> normalize_relu{x.data(),     out.data(),  mean.data(), inv_std.data(),
+                                                           gamma.data(), beta.data(), channels};
+      const std::vector<float> fused = host_loop(n, normalize_relu, out);
+      CHECK(per_index(n, normalize_relu, out) == fused);
+      std::vector<float> plain = host_loop(n, normalize, out), relu(n);
+      host::for_each_index(n, kernels::Activate<Relu, float>{plain.data(), relu.data()});
+      CHECK(relu == fused);
+      if (n >= 50) {  // the Relu cuts some values, not all
+        const auto zeros = std::count(fused.begin(), fused.end(), 0.0f);
+        CHECK(zeros > 0);
+        CHECK(zeros < static_cast<std::ptrdiff_t>(n));
+      }
+      std::vector<float> relu_dy(n);  // dy through the Relu layer's backward
+      host::for_each_index(n, kernels::ActivationBackward<Relu, float>{fused.data(), dy.data(), relu_dy.data()});
+
+      const kernels::NormalizeBackward<float, Relu> backward_relu{
+          x.data(), dy.data(), out.data(), mean.data(), inv_std.data(), gamma.data(), sums.data(), count.data(),
+          channels, beta.data()};
+      const std::vector<float> fused_dx = host_loop(n, backward_relu, out);
+      CHECK(per_index(n, backward_relu, out) == fused_dx);
+      const kernels::NormalizeBackward<float> backward_plain{
+          x.data(), relu_dy.data(), out.data(), mean.data(), inv_std.data(), gamma.data(), sums.data(), count.data(),
+          channels};
+      CHECK(host_loop(n, backward_plain, out) == fused_dx);
+
+      const kernels::ChunkSums<float, kernels::GradientTerms<float, Relu>> terms_relu{
+          {x.data(), dy.data(), mean.data(), inv_std.data(), gamma.data(), beta.data()}, partial.data(), outer,
+          channels};
+      const std::vector<float> fused_terms = host_loop(chunks * channels, terms_relu, partial);
+      CHECK(per_index(chunks * channels, terms_relu, partial) == fused_terms);
+      const kernels::ChunkSums<float, kernels::GradientTerms<float>> terms_plain{
+          {x.data(), relu_dy.data(), mean.data(), inv_std.data()}, partial.data(), outer, channels};
+      CHECK(host_loop(chunks * channels, terms_plain, partial) == fused_terms);
     }
   }
+}
+
+namespace {
+// One float pass of Model on 5 rows from `seed`, with the parameters of
+// Init{seed} (an initialiser draws from the layer's index, which the layer
+// between changes): the output, and in training the gradients and the state.
+template <class Model, class Init>
+std::vector<std::vector<float>> train_pass(std::uint64_t seed, Mode mode = Mode::kTraining) {
+  static_assert(Model::kParams == Init::kParams && Model::kState == Init::kState);
+  constexpr int kRows = 5;
+  Init model{seed};
+  std::vector<float> params = model.parameters(), state = model.state();
+  // Moved off their initial values, so that gamma and beta are not 1 and 0.
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] += 0.25f * Philox4x32::uniform(seed, 1, i);
+  std::vector<float> x(kRows * Model::kInputs), grads(Model::kParams);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 2.0f * Philox4x32::uniform(seed, 2, i) - 0.7f;
+  host::Context ctx;
+  typename Model::Workspace ws(kRows);
+  const Pass pass{mode};
+  const float* y = Model::forward(ctx, pass, params.data(), state.data(), x.data(), kRows, ws);
+  std::vector<float> out(y, y + kRows * Model::kOutputs);
+  if (mode != Mode::kTraining) return {out, state};
+  for (std::size_t i = 0; i < out.size(); ++i) ws.output_grad()[i] = Philox4x32::uniform(seed, 3, i) - 0.5f;
+  Model::backward(ctx, pass, params.data(), state.data(), x.data(), kRows, ws, grads.data());
+  return {out, grads, state};
+}
+}  // namespace
+
+TEST_CASE("BatchNormalization then Relu run fused - the bits of the two layers run apart - training and inference") {
+  // Reshape to the same shape copies its input: a layer between the two that stops the fusion.
+  using Fused = Sequential<Input<6, 6, 1>, Conv2D<4, 3, 3, Strides<1, 1>, Valid, Linear, false>,
+                           BatchNormalization<>, Relu, Flatten, Dense<3>>;
+  using Apart = Sequential<Input<6, 6, 1>, Conv2D<4, 3, 3, Strides<1, 1>, Valid, Linear, false>,
+                           BatchNormalization<>, Reshape<4, 4, 4>, Relu, Flatten, Dense<3>>;
+  static_assert(Fused::fuses_next<1>() && Fused::fused_into_previous<2>() && !Fused::fuses_next<0>());
+  static_assert(!Apart::fuses_next<1>() && !Apart::fuses_next<2>());
+  static_assert(Fused::kStoredWidths[1] == 0 && Fused::kStoredWidths[2] == 64);
+  const std::vector<std::string> names{"conv2d", "batch_normalization", "activation", "flatten", "dense"};
+  CHECK(Fused::layer_names() == names);
+  for (const std::uint64_t seed : {std::uint64_t{1}, std::uint64_t{2}}) {
+    CAPTURE(seed);
+    CHECK(train_pass<Fused, Fused>(seed) == train_pass<Apart, Fused>(seed));
+    CHECK(train_pass<Fused, Fused>(seed, Mode::kInference) == train_pass<Apart, Fused>(seed, Mode::kInference));
+  }
+  // Synchronised; and first, where no input gradient is asked of it.
+  using SyncFused = Sequential<Input<3, 3, 2>, SyncBatchNormalization, Relu, Flatten, Dense<2>>;
+  using SyncApart = Sequential<Input<3, 3, 2>, SyncBatchNormalization, Reshape<3, 3, 2>, Relu, Flatten, Dense<2>>;
+  static_assert(SyncFused::fuses_next<0>());
+  CHECK(train_pass<SyncFused, SyncFused>(3) == train_pass<SyncApart, SyncFused>(3));
+  // Only Relu is fused: Sigmoid after BatchNormalization runs as its own layer.
+  static_assert(!Sequential<Input<4>, BatchNormalization<>, Sigmoid, Dense<2>>::fuses_next<0>());
 }

@@ -14,6 +14,8 @@ struct ActivationLayer {
   template <class In>
   struct Bind : detail::ShapePreserving<In> {
     static constexpr const char* kName = "activation";
+    // The layer before may run this one inside it (Sequential: kFuses).
+    using activation = Act;
     using detail::ShapePreserving<In>::kIn;
     template <class Ctx, class P, class T>
     static void forward(Ctx& ctx, const P&, Slots<T>, const T* x, T* y, int rows) {

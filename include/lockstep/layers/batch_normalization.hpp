@@ -21,10 +21,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/core/config.hpp"
 #include "lockstep/layers/layer.hpp"
+#include "lockstep/ops/activations.hpp"
 
 namespace lockstep {
 
@@ -130,17 +132,40 @@ struct SquaredDeviations {
     acc[0] += d * d;
   }
 };
+// dy, the gradient of what follows the layer, as a gradient of the layer's
+// own output: itself, or, where an activation Act runs fused with the layer
+// (BatchNormalization then Relu), taken back through Act at the output
+// forward gave, recomputed from x by the same function (the same bits): the
+// values Act's own layer would have written in a pass of its own.
 template <class T>
+LOCKSTEP_HOST_DEVICE T normalized(T x, T mean, T inv_std, T gamma, T beta) {
+  return gamma * ((x - mean) * inv_std) + beta;
+}
+template <class Act, class T>
+LOCKSTEP_HOST_DEVICE T output_gradient(const T* dy, const T* x, const T* mean, const T* inv_std, const T* gamma,
+                                       const T* beta, std::size_t i, std::size_t c) {
+  if constexpr (Act::kIdentity) {
+    return (void)x, (void)mean, (void)inv_std, (void)gamma, (void)beta, (void)c, dy[i];
+  } else {
+    return Act::derivative_from_output(Act::forward(normalized(x[i], mean[c], inv_std[c], gamma[c], beta[c]))) *
+           dy[i];
+  }
+}
+// gamma and beta: only for an activation that follows (Act).
+template <class T, class Act = Linear>
 struct GradientTerms {
   static constexpr int kValues = 2;
   const T* x;
   const T* dy;
   const T* mean;
   const T* inv_std;
+  const T* gamma = nullptr;
+  const T* beta = nullptr;
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i, std::size_t c, double* acc, std::size_t stride) const {
     const double xhat = (static_cast<double>(x[i]) - mean[c]) * inv_std[c];
-    acc[0] += dy[i];
-    acc[stride] += dy[i] * xhat;
+    const T g = output_gradient<Act>(dy, x, mean, inv_std, gamma, beta, i, c);
+    acc[0] += g;
+    acc[stride] += g * xhat;
   }
 };
 
@@ -222,8 +247,9 @@ struct ChannelFinish {
     }
   }
 };
-// y = gamma (x - mean) inv_std + beta, element-wise over (outer, C).
-template <class T>
+// y = Act(gamma (x - mean) inv_std + beta), element-wise over (outer, C):
+// Act is the activation fused with the layer, or Linear.
+template <class T, class Act = Linear>
 struct Normalize {
   const T* x;
   T* y;
@@ -233,7 +259,7 @@ struct Normalize {
   const T* beta;
   std::size_t channels;
   LOCKSTEP_HOST_DEVICE void at(std::size_t i, std::size_t c) const {
-    y[i] = gamma[c] * ((x[i] - mean[c]) * inv_std[c]) + beta[c];
+    y[i] = Act::forward(normalized(x[i], mean[c], inv_std[c], gamma[c], beta[c]));
   }
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { at(i, i % channels); }
   void host_loop(std::size_t n) const { for_each_channel(n, channels, *this); }
@@ -271,8 +297,9 @@ struct ChannelGradSums {
   }
 };
 // dx = gamma inv_std / N (N dy - sum dy - xhat sum dy xhat), N the count the
-// statistics were taken over and the sums over the same rows.
-template <class T>
+// statistics were taken over and the sums over the same rows; dy taken back
+// through Act first where an activation is fused with the layer (beta: only then).
+template <class T, class Act = Linear>
 struct NormalizeBackward {
   const T* x;
   const T* dy;
@@ -283,10 +310,12 @@ struct NormalizeBackward {
   const T* sums;   // [C sum dy][C sum dy xhat]
   const T* count;  // one value: N
   std::size_t channels;
+  const T* beta = nullptr;
   LOCKSTEP_HOST_DEVICE void at(std::size_t i, std::size_t c) const {
     const T n = *count;
     const T xhat = (x[i] - mean[c]) * inv_std[c];
-    dx[i] = gamma[c] * inv_std[c] / n * (n * dy[i] - sums[c] - xhat * sums[channels + c]);
+    const T g = output_gradient<Act>(dy, x, mean, inv_std, gamma, beta, i, c);
+    dx[i] = gamma[c] * inv_std[c] / n * (n * g - sums[c] - xhat * sums[channels + c]);
   }
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const { at(i, i % channels); }
   void host_loop(std::size_t n) const { for_each_channel(n, channels, *this); }
@@ -351,8 +380,31 @@ struct BatchNormalization {
       }
     }
 
+    // Sequential runs an activation layer Act that follows this one inside
+    // it where kFuses<Act> (forward_activated, backward_activated): forward
+    // writes Act's output, backward takes the gradient of Act's output and
+    // recomputes Act's input from x, which saves the activation layer's pass
+    // over the whole feature map each way and one more read of it in backward
+    // (BatchNormalization then Relu, the usual order in a convnet). The
+    // results are the bits of the two layers run one after the other. Relu
+    // only: recomputing an exp or a tanh per value twice in backward costs
+    // more than the passes it saves.
+    template <class Act>
+    static constexpr bool kFuses = std::is_same_v<Act, Relu>;
+
     template <class Ctx, class P, class T>
     static void forward(Ctx& ctx, const P& pass, Slots<T> s, const T* x, T* y, int rows) {
+      forward_activated<Linear>(ctx, pass, s, x, y, rows);
+    }
+    template <class Ctx, class P, class T>
+    static void backward(Ctx& ctx, const P& pass, Slots<T> s, const T* x, const T*, T* dy, T* dx, T* dparams,
+                         int rows) {
+      backward_activated<Linear>(ctx, pass, s, x, dy, dx, dparams, rows);
+    }
+
+    // y = Act(this layer's output).
+    template <class Act, class Ctx, class P, class T>
+    static void forward_activated(Ctx& ctx, const P& pass, Slots<T> s, const T* x, T* y, int rows) {
       const std::size_t outer = static_cast<std::size_t>(rows) * kSpatial;
       const T* gamma = s.params;
       const T* beta = s.params + C;
@@ -395,25 +447,27 @@ struct BatchNormalization {
         ctx.for_each_index(C, kernels::ChannelFinish<T>{inv_std, inv_std, sums, sums + C, sums + 2 * C, moving_mean,
                                                         moving_var, Hyper::kMomentum, Hyper::kEpsilon});
       }
-      ctx.for_each_index(outer * C, kernels::Normalize<T>{x, y, mean, inv_std, gamma, beta, C});
+      ctx.for_each_index(outer * C, kernels::Normalize<T, Act>{x, y, mean, inv_std, gamma, beta, C});
     }
 
-    template <class Ctx, class P, class T>
-    static void backward(Ctx& ctx, const P& pass, Slots<T> s, const T* x, const T*, T* dy, T* dx, T* dparams,
-                         int rows) {
+    // After forward_activated<Act> on the same x: dy is the gradient of Act's output.
+    template <class Act, class Ctx, class P, class T>
+    static void backward_activated(Ctx& ctx, const P& pass, Slots<T> s, const T* x, const T* dy, T* dx,
+                                   T* dparams, int rows) {
       const std::size_t outer = static_cast<std::size_t>(rows) * kSpatial;
       const T* gamma = s.params;
+      const T* beta = s.params + C;
       T* mean = s.scratch;
       T* inv_std = mean + C;
       T* sums = inv_std + C;
       T* count = sums + 2 * C + 1;
       T* partial = count + 1;
-      sum_chunks(ctx, kernels::GradientTerms<T>{x, dy, mean, inv_std}, partial, outer);
+      sum_chunks(ctx, kernels::GradientTerms<T, Act>{x, dy, mean, inv_std, gamma, beta}, partial, outer);
       ctx.for_each_index(C, kernels::ChannelGradSums<T>{partial, dparams, dparams + C, sums, outer, C});
       if (!dx) return;
       if constexpr (Synchronized) pass.sum(sums, 2 * C);
-      ctx.for_each_index(outer * C,
-                         kernels::NormalizeBackward<T>{x, dy, dx, mean, inv_std, gamma, sums, count, C});
+      ctx.for_each_index(outer * C, kernels::NormalizeBackward<T, Act>{x, dy, dx, mean, inv_std, gamma, sums, count,
+                                                                        C, beta});
     }
 
    private:

@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -84,6 +85,24 @@ struct layer_flops {
   static constexpr double value = (First ? 4.0 : 6.0) * macs();
 };
 
+// Fusion of a layer with the activation layer after it (BatchNormalization
+// then Relu): the activation's policy where B2 is an activation layer
+// (ActivationLayer<Act>::Bind names it `activation`), void otherwise; and
+// whether bound layer B runs it inside itself (B::kFuses<Act>, with
+// B::forward_activated and B::backward_activated).
+template <class B2, class = void>
+struct activation_of {
+  using type = void;
+};
+template <class B2>
+struct activation_of<B2, std::void_t<typename B2::activation>> {
+  using type = typename B2::activation;
+};
+template <class B, class Act, class = void>
+struct fuses_activation : std::false_type {};
+template <class B, class Act>
+struct fuses_activation<B, Act, std::enable_if_t<B::template kFuses<Act>>> : std::true_type {};
+
 // Nothing to do when a layer's gradient is ready (the default hook of backward).
 struct NoGradientHook {
   void operator()(std::size_t, std::size_t) const {}
@@ -122,6 +141,41 @@ class Sequential {
   static constexpr std::array<int, kLayers + 1> widths(std::index_sequence<I...>) {
     return {First::kUnits, layer<I>::kOut...};
   }
+
+ public:
+  // Whether layer I runs the activation layer after it inside itself
+  // (detail::fuses_activation: BatchNormalization then Relu). Forward then
+  // writes the activation's output, not its own, and backward takes the
+  // gradient of the activation's output; the activation layer runs nothing
+  // and its own output is never stored. Parameters, state, names and
+  // results are those of the two layers run one after the other.
+  template <std::size_t I>
+  static constexpr bool fuses_next() {
+    if constexpr (I + 1 >= kLayers) {
+      return false;
+    } else {
+      using Act = typename detail::activation_of<layer<I + 1>>::type;
+      if constexpr (std::is_void_v<Act>)
+        return false;
+      else
+        return detail::fuses_activation<layer<I>, Act>::value;
+    }
+  }
+  template <std::size_t I>
+  static constexpr bool fused_into_previous() {
+    if constexpr (I == 0)
+      return false;
+    else
+      return fuses_next<I - 1>();
+  }
+
+ private:
+  // The values per row of layer I's output that a workspace stores: none
+  // where the activation layer after it is fused (its output is stored instead).
+  template <std::size_t... I>
+  static constexpr std::array<int, kLayers> stored_widths(std::index_sequence<I...>) {
+    return {(fuses_next<I>() ? 0 : layer<I>::kOut)...};
+  }
   template <std::size_t... I>
   static constexpr double flops(std::index_sequence<I...>) {
     return (0.0 + ... + detail::layer_flops<layer<I>, I == 0>::value);
@@ -152,6 +206,9 @@ class Sequential {
     for (int d : input_shape::kDims) h = (h ^ static_cast<std::uint64_t>(d)) * kPrime;
     return h;
   }();
+  // kStoredWidths[i]: the values per row of layer i's output a workspace
+  // holds (kWidths[i + 1], or 0 where fuses_next<i>()).
+  static constexpr std::array<int, kLayers> kStoredWidths = stored_widths(indices{});
   static constexpr int kMaxWidth = [] {
     int m = 0;
     for (int w : kWidths) m = w > m ? w : m;
@@ -245,7 +302,7 @@ class Sequential {
     using context = Ctx;
     explicit BasicWorkspace(int capacity = 0) : capacity_(capacity) {
       const std::size_t rows = static_cast<std::size_t>(capacity);
-      for (std::size_t i = 0; i < kLayers; ++i) acts_[i].resize(rows * static_cast<std::size_t>(kWidths[i + 1]));
+      for (std::size_t i = 0; i < kLayers; ++i) acts_[i].resize(rows * static_cast<std::size_t>(kStoredWidths[i]));
       grads_[0].resize(rows * kMaxWidth);
       grads_[1].resize(rows * kMaxWidth);
       const std::array<std::size_t, kLayers + 1> at = scratch_offsets(rows, indices{});
@@ -259,7 +316,7 @@ class Sequential {
       const std::size_t fixed = scratch_offsets(0, indices{})[kLayers];
       const std::size_t per_row_scratch = scratch_offsets(1, indices{})[kLayers] - fixed;
       double per_row = 2.0 * kMaxWidth + static_cast<double>(per_row_scratch);
-      for (std::size_t i = 0; i < kLayers; ++i) per_row += kWidths[i + 1];
+      for (std::size_t i = 0; i < kLayers; ++i) per_row += kStoredWidths[i];
       return rows * per_row + static_cast<double>(fixed);
     }
     int capacity() const { return capacity_; }
@@ -295,9 +352,15 @@ class Sequential {
                           BasicWorkspace<T, Ctx>& ws) {
     check_rows(rows, ws.capacity());
     for_each_layer([&](auto i) {
-      const T* in = i == 0 ? x : ws.activation(i - 1);
-      const auto span = layer_scope(pass, observe::Phase::kForward, i);
-      layer<i>::forward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), rows);
+      if constexpr (!fused_into_previous<i>()) {
+        const T* in = i == 0 ? x : ws.activation(i - 1);
+        const auto span = layer_scope(pass, observe::Phase::kForward, i);
+        if constexpr (fuses_next<i>())
+          layer<i>::template forward_activated<next_activation<i>>(ctx, pass.for_layer(i), slots<i>(params, state, ws),
+                                                                   in, ws.activation(i + 1), rows);
+        else
+          layer<i>::forward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), rows);
+      }
     });
     return ws.output();
   }
@@ -312,12 +375,21 @@ class Sequential {
     check_rows(rows, ws.capacity());
     int cur = 0;
     for_each_layer_reversed([&](auto i) {
+      if constexpr (fused_into_previous<i>()) {
+        // The layer before takes the gradient of this one's output as it is.
+        on_ready(kOffsets[i], layer<i>::kParams);
+        return;
+      }
       const T* in = i == 0 ? x : ws.activation(i - 1);
       T* dx = i == 0 ? nullptr : ws.grad(1 - cur);
       {
         const auto span = layer_scope(pass, observe::Phase::kBackward, i);
-        layer<i>::backward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i), ws.grad(cur),
-                           dx, grads + kOffsets[i], rows);
+        if constexpr (fuses_next<i>())
+          layer<i>::template backward_activated<next_activation<i>>(
+              ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.grad(cur), dx, grads + kOffsets[i], rows);
+        else
+          layer<i>::backward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i),
+                             ws.grad(cur), dx, grads + kOffsets[i], rows);
       }
       on_ready(kOffsets[i], layer<i>::kParams);
       cur = 1 - cur;
@@ -335,6 +407,8 @@ class Sequential {
       return (void)pass, (void)phase, (void)i, observe::NoScope{};
     }
   }
+  template <std::size_t I>
+  using next_activation = typename detail::activation_of<layer<I + 1>>::type;
   template <std::size_t I, class T, class Ctx>
   static Slots<T> slots(const T* params, T* state, BasicWorkspace<T, Ctx>& ws) {
     return {params + kOffsets[I], state ? state + kStateOffsets[I] : nullptr, ws.scratch(I)};
