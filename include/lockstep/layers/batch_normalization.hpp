@@ -132,15 +132,18 @@ struct SquaredDeviations {
     acc[0] += d * d;
   }
 };
-// dy, the gradient of what follows the layer, as a gradient of the layer's
-// own output: itself, or, where an activation Act runs fused with the layer
-// (BatchNormalization then Relu), taken back through Act at the output
-// forward gave, recomputed from x by the same function (the same bits): the
-// values Act's own layer would have written in a pass of its own.
+// The layer's output at one value, before any fused activation: forward
+// (Normalize) and the fused backward's recomputation call this one function,
+// so that both round alike.
 template <class T>
 LOCKSTEP_HOST_DEVICE T normalized(T x, T mean, T inv_std, T gamma, T beta) {
   return gamma * ((x - mean) * inv_std) + beta;
 }
+// dy, the gradient of what follows the layer, as a gradient of the layer's
+// own output: itself, or, where an activation Act runs fused with the layer
+// (BatchNormalization then Relu), taken back through Act at the output
+// forward gave, recomputed from x (the same bits): the values Act's own
+// layer would have written in a pass of its own.
 template <class Act, class T>
 LOCKSTEP_HOST_DEVICE T output_gradient(const T* dy, const T* x, const T* mean, const T* inv_std, const T* gamma,
                                        const T* beta, std::size_t i, std::size_t c) {

@@ -141,6 +141,9 @@ class Sequential {
   static constexpr std::array<int, kLayers + 1> widths(std::index_sequence<I...>) {
     return {First::kUnits, layer<I>::kOut...};
   }
+  // The activation policy of layer I + 1 where it is an activation layer, else void.
+  template <std::size_t I>
+  using next_activation = typename detail::activation_of<layer<I + 1>>::type;
 
  public:
   // Whether layer I runs the activation layer after it inside itself
@@ -154,7 +157,7 @@ class Sequential {
     if constexpr (I + 1 >= kLayers) {
       return false;
     } else {
-      using Act = typename detail::activation_of<layer<I + 1>>::type;
+      using Act = next_activation<I>;
       if constexpr (std::is_void_v<Act>)
         return false;
       else
@@ -407,8 +410,6 @@ class Sequential {
       return (void)pass, (void)phase, (void)i, observe::NoScope{};
     }
   }
-  template <std::size_t I>
-  using next_activation = typename detail::activation_of<layer<I + 1>>::type;
   template <std::size_t I, class T, class Ctx>
   static Slots<T> slots(const T* params, T* state, BasicWorkspace<T, Ctx>& ws) {
     return {params + kOffsets[I], state ? state + kStateOffsets[I] : nullptr, ws.scratch(I)};
