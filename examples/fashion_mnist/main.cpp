@@ -241,6 +241,7 @@ int train_model(const Flags& flags, Strategy strategy) {
 
   Model model{flags.seed};
   Trainer<Strategy, Adam> trainer{strategy, Adam{1e-3}};
+  if (!flags.save_path.empty()) check_can_save(trainer, flags.save_path);  // --save: an Error now, not after fit
   FitOptions options;
   options.epochs = flags.epochs;
   options.batch_size = flags.batch_size;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -182,6 +183,36 @@ TEST_CASE("a checkpoint that cannot be written is an Error, and the last good fi
   if (enforced) CHECK_THROWS_AS(save_checkpoint(trainer, model, good), Error);
   std::filesystem::permissions(dir.str(), std::filesystem::perms::owner_all);
   CHECK(read_all(good) == before);
+}
+
+TEST_CASE("check_can_save: a path save_checkpoint could not write is an Error before fit, naming it - nothing is written") {
+  testing::TempDir dir;
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> trainer{MirroredPolicy<HostAllReduce>{2}};
+  const std::string missing = "its folder '" + dir.file("no/such") + "' does not exist";
+  CHECK_THROWS_WITH_AS(check_can_save(trainer, dir.file("no/such/c.safetensors")), doctest::Contains(missing.c_str()),
+                       Error);
+  CHECK_THROWS_WITH_AS(check_can_save(trainer, dir.str()), doctest::Contains("is a folder"), Error);
+  write_all(dir.file("plain"), std::string("x"));
+  const std::string not_folder = "its folder '" + dir.file("plain") + "' is not a folder";
+  CHECK_THROWS_WITH_AS(check_can_save(trainer, dir.file("plain/c.safetensors")),
+                       doctest::Contains(not_folder.c_str()), Error);
+
+  // A writable path passes and is left as it was: absent, or the old file.
+  const std::string fresh = dir.file("fresh.safetensors"), old = dir.file("old.safetensors");
+  write_all(old, std::string("old bytes"));
+  check_can_save(trainer, fresh);
+  check_can_save(trainer, old);
+  CHECK_FALSE(std::filesystem::exists(fresh));
+  CHECK(read_all(old) == "old bytes");
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.str())) ++files;
+  CHECK(files == 2);  // "plain" and the old file: no temporary left behind
+
+  std::filesystem::permissions(dir.str(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  const bool enforced = ::access(dir.str().c_str(), W_OK) != 0;  // root ignores directory permissions
+  if (enforced)
+    CHECK_THROWS_WITH_AS(check_can_save(trainer, fresh), doctest::Contains("Permission denied"), Error);
+  std::filesystem::permissions(dir.str(), std::filesystem::perms::owner_all);
 }
 
 TEST_CASE("a checkpoint carries a CRC-32C of all its bytes: a bad, cut or foreign file is an Error, nothing restored") {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,7 +25,7 @@ class AtomicFile {
  public:
   // `who` starts every error message ("safetensors", "profiler").
   AtomicFile(std::string path, std::string who)
-      : path_(std::move(path)), who_(std::move(who)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
+      : path_(std::move(path)), who_(std::move(who)), tmp_(temporary_for(path_)) {
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) fail_with("cannot create", tmp_, errno);
   }
@@ -52,9 +53,7 @@ class AtomicFile {
     if (test_hook_before_rename) test_hook_before_rename(tmp_, path_);
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) give_up("could not move the new file over", path_);
     committed_ = true;
-    const std::size_t slash = path_.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int dfd = ::open(folder_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {  // some file systems refuse to fsync a folder: the file itself is safe by then
       ::fsync(dfd);
       ::close(dfd);
@@ -67,6 +66,29 @@ class AtomicFile {
   // costs one test per file written.
   static inline void (*test_hook_before_rename)(const std::string& tmp, const std::string& path) = nullptr;
 
+  // An Error now, not after hours of training, where `path` could not be
+  // written later: a folder that does not exist or cannot be written to, or
+  // `path` itself a folder. It creates and removes the temporary file a
+  // write would create; `path` itself is not touched.
+  static void check_writable(const std::string& path, const std::string& who) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      fail(who, ": '", path, "' is a folder, expected the path of a file to write");
+    const std::string dir = folder_of(path);
+    const bool found = ::stat(dir.c_str(), &st) == 0;
+    const int error = errno;
+    if (!found || !S_ISDIR(st.st_mode))
+      fail(who, ": cannot write '", path, "': its folder '", dir, "' ",
+           found ? "is not a folder" : (error == ENOENT || error == ENOTDIR ? "does not exist" : std::strerror(error)),
+           "; expected an existing folder");
+    const std::string tmp = temporary_for(path);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+      fail(who, ": cannot write '", path, "': creating a file in '", dir, "' failed: ", std::strerror(errno));
+    ::close(fd);
+    ::unlink(tmp.c_str());
+  }
+
   // `content` into `path`, atomically, in one call.
   static void write_whole(const std::string& path, const std::string& who, const std::string& content) {
     AtomicFile file(path, who);
@@ -75,6 +97,13 @@ class AtomicFile {
   }
 
  private:
+  // Where the bytes go until commit(): beside the target, so the rename stays in one file system.
+  static std::string temporary_for(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+  static std::string folder_of(const std::string& path) {
+    const std::size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  }
+
   void discard() noexcept {
     if (committed_) return;
     if (fd_ >= 0) ::close(std::exchange(fd_, -1));
