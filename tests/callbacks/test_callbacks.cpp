@@ -271,6 +271,27 @@ TEST_CASE("ModelCheckpoint fills Keras' fields, saves the best only where asked,
   CHECK_THROWS_WITH_AS(trainer.fit(model, data(), options, broken), doctest::Contains("without its '}'"), Error);
 }
 
+TEST_CASE("ModelCheckpoint into a folder that cannot be written is an Error when fit begins, before any batch") {
+  testing::TempDir dir;
+  Model model{1};
+  Trainer<Mirrored, Adam> trainer{Mirrored{2}};
+  struct CountBatches {
+    int* batches;
+    void on_batch_end(std::size_t, const Logs&) { ++*batches; }
+  };
+  int batches = 0;
+  ModelCheckpoint missing(dir.file("no/such/w-{epoch}.safetensors"));
+  const std::string message = "its folder '" + dir.file("no/such") + "' does not exist";
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data(), testing::quiet_fit(20, 2), missing, CountBatches{&batches}),
+                       doctest::Contains(message.c_str()), Error);
+  CHECK(batches == 0);
+  // A field in the folder's part: the folder is known only when saving, so the first save fails.
+  ModelCheckpoint per_epoch(dir.file("e{epoch}/w.safetensors"));
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data(), testing::quiet_fit(20, 2), per_epoch, CountBatches{&batches}),
+                       doctest::Contains("cannot create"), Error);
+  CHECK(batches == 3);  // the first epoch's 3 batches, then the save at its end
+}
+
 TEST_CASE("validation_split holds out the last samples before shuffling - validation_freq validates every N epochs") {
   Model a{3}, b{3};
   Trainer<Mirrored, Adam> ta{Mirrored{2}}, tb{Mirrored{2}};

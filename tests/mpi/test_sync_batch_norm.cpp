@@ -200,3 +200,22 @@ TEST_CASE("callbacks that write files write on rank 0 only; EarlyStopping stops 
   std::remove((base + "-1.safetensors").c_str());
   std::remove((base + "-2.safetensors").c_str());
 }
+
+TEST_CASE("a file rank 0 cannot write is an Error on every rank: check_can_save before fit, ModelCheckpoint's saves") {
+  const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const std::string missing = "/tmp/lockstep_mpi_missing_" + std::to_string(pid);  // never made
+  SyncModel model{5};
+  Trainer<MultiWorker, Adam> trainer{MultiWorker{kLocal}, Adam{0.01}};
+  // Rank 0 says why; the others that rank 0 failed, rather than waiting for it in a collective.
+  const char* expected = rank == 0 ? "does not exist" : "rank 0 cannot write";
+  CHECK_THROWS_WITH_AS(check_can_save(trainer, missing + "/c.safetensors"), doctest::Contains(expected), Error);
+  // A field in the folder's part: the first save, at epoch 1's end, is where it fails.
+  ModelCheckpoint checkpoint(missing + "/e{epoch}/w.safetensors");
+  expected = rank == 0 ? "cannot create" : "rank 0 could not write";
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data, options(2), checkpoint), doctest::Contains(expected), Error);
+  CHECK(trainer.run_state().steps_done == 3);  // epoch 1's steps, on every rank
+}

@@ -30,6 +30,7 @@
 #include <system_error>
 #include <utility>
 
+#include "lockstep/collective/collective.hpp"
 #include "lockstep/core/atomic_file.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/io/checkpoint.hpp"
@@ -129,18 +130,8 @@ class BackupAndRestore {
   // Rank 0 runs f; every rank returns once it is done, and throws where it failed.
   template <class View, class F>
   void on_rank_0(View& view, const char* what, F&& f) {
-    std::string error;
-    if (view.process_rank() == 0) {
-      try {
-        f();
-      } catch (const Error& e) {
-        error = e.what();
-      }
-    }
-    char failed = error.empty() ? 0 : 1;
-    view.group().broadcast_from_root(&failed, 1);
-    if (!error.empty()) throw Error(error.substr(std::strlen("lockstep: ")));
-    require(!failed, "BackupAndRestore: rank 0 could not ", what, " in '", dir_, "' (its error says why)");
+    detail::on_rank_0(view.group(), std::forward<F>(f),
+                      detail::concat("BackupAndRestore: rank 0 could not ", what, " in '", dir_, "' (its error says why)"));
   }
 
   // backup_dir made, the temporary files of a writer that died removed, and

@@ -5,8 +5,10 @@
 // optional format ({epoch:02d}, {val_loss:.4f}). save_weights_only writes
 // save_weights' file; otherwise a full checkpoint (io/checkpoint.hpp) that
 // load_checkpoint resumes from. save_best_only writes only when `monitor`
-// improves (on initial_value_threshold, where given). Only rank 0 writes;
-// every write is atomic, so the last good file survives a crash.
+// improves (on initial_value_threshold, where given). Only rank 0 writes, and
+// a failed write is an Error on every rank; every write is atomic, so the
+// last good file survives a crash. A folder that cannot be written is an
+// Error when fit begins.
 #pragma once
 
 #include <cmath>
@@ -17,6 +19,8 @@
 #include <utility>
 
 #include "lockstep/callbacks/monitor.hpp"
+#include "lockstep/collective/collective.hpp"
+#include "lockstep/core/atomic_file.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/weights.hpp"
@@ -86,6 +90,18 @@ class ModelCheckpoint {
     if (options_.initial_value_threshold) monitor_.set_best(*options_.initial_value_threshold);
   }
 
+  // A folder that could not be written is an Error on every rank before the
+  // first step, not at the first save (where the folder's part of filepath
+  // has a field, it is known only then).
+  template <class View>
+  void on_train_begin(const TrainInfo&, View& view) {
+    const std::size_t slash = filepath_.find_last_of('/');
+    if (slash != std::string::npos && filepath_.find('{') < slash) return;
+    detail::on_rank_0(
+        view.group(), [&] { AtomicFile::check_writable(filepath_, "ModelCheckpoint"); },
+        detail::concat("ModelCheckpoint: rank 0 cannot write '", filepath_, "' (its error says why)"));
+  }
+
   template <class View>
   void on_batch_end(std::size_t step, const Logs& logs, View& view) {
     if (options_.save_freq == 0 || ++batches_ % options_.save_freq != 0) return;
@@ -110,12 +126,13 @@ class ModelCheckpoint {
     }
     const std::string path = detail::fill_path(filepath_, epoch + 1, batch, logs);
     using Model = typename View::model_type;
+    const std::string elsewhere = detail::concat("ModelCheckpoint: rank 0 could not write '", path, "' (its error says why)");
     if (options_.save_weights_only) {
       const Model& model = view.model();
-      if (view.process_rank() == 0) save_weights(model, path);
+      detail::on_rank_0(view.group(), [&] { save_weights(model, path); }, elsewhere);
     } else {
       const Snapshot snap = view.snapshot();
-      if (view.process_rank() == 0) write_checkpoint<Model>(snap, path);
+      detail::on_rank_0(view.group(), [&] { write_checkpoint<Model>(snap, path); }, elsewhere);
     }
     last_path_ = path;
     ++saves_;

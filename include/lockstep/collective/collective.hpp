@@ -83,6 +83,27 @@ struct SingleProcess {
   std::vector<std::string> gather_to_root(const std::string& text) { return {text}; }
 };
 
+// Runs `work` on process rank 0 alone, as the code that writes a file does;
+// every rank returns once rank 0 has (a broadcast of its outcome), and an
+// Error there is an Error on every rank, rank 0's with its own message, the
+// others' with `elsewhere`, instead of ranks that go on to wait in their
+// next collective for one that has left.
+template <class Group, class Work>
+void on_rank_0(Group& group, Work&& work, const std::string& elsewhere) {
+  std::string error;
+  if (group.process_rank() == 0) {
+    try {
+      work();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  char failed = error.empty() ? 0 : 1;
+  group.broadcast_from_root(&failed, 1);
+  if (!error.empty()) throw Error(error.substr(error.find(' ') + 1));  // "lockstep: " is added again
+  require(!failed, elsewhere);
+}
+
 // Where a wait that timed out was, for its message: " in step 17 of this
 // fit (counted from 0 over its epochs)", or `outside` when `step` is -1.
 inline std::string step_text(std::int64_t step, const char* outside = " outside a training step") {

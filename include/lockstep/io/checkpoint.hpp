@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/collective/collective.hpp"
 #include "lockstep/core/atomic_file.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/io/safetensors.hpp"
@@ -102,33 +103,14 @@ Snapshot read_checkpoint(const std::string& path, std::map<std::string, std::str
   return snap;
 }
 
-namespace detail {
-// Runs `work` on rank 0 alone; every rank returns once it has (a broadcast
-// of rank 0's outcome), and an Error there is an Error on every rank, not on
-// rank 0 alone while the others wait in their next collective.
-template <class Trainer, class Work>
-void on_rank0(Trainer& trainer, const std::string& path, Work&& work) {
-  std::string error;
-  if (trainer.process_rank() == 0) {
-    try {
-      work();
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  }
-  char failed = error.empty() ? 0 : 1;
-  trainer.executor().group().broadcast_from_root(&failed, 1);
-  if (!error.empty()) throw Error(error.substr(error.find(' ') + 1));  // "lockstep: " is added again
-  require(!failed, "save_checkpoint: rank 0 cannot write '", path, "' (its error says why)");
-}
-}  // namespace detail
-
 // Rank 0 writes; every rank returns once the file is complete, so any rank
-// may load it next.
+// may load it next, and a failed write is an Error on every rank.
 template <class Trainer, class Model>
 void save_checkpoint(Trainer& trainer, const Model& model, const std::string& path) {
   const Snapshot snap = trainer.snapshot(model);
-  detail::on_rank0(trainer, path, [&] { write_checkpoint<Model>(snap, path); });
+  detail::on_rank_0(
+      trainer.executor().group(), [&] { write_checkpoint<Model>(snap, path); },
+      detail::concat("save_checkpoint: rank 0 could not write '", path, "' (its error says why)"));
 }
 
 // An Error on every rank now, before fit, where save_checkpoint could not
@@ -137,7 +119,9 @@ void save_checkpoint(Trainer& trainer, const Model& model, const std::string& pa
 // Nothing is written; rank 0 checks, as it is the one that writes.
 template <class Trainer>
 void check_can_save(Trainer& trainer, const std::string& path) {
-  detail::on_rank0(trainer, path, [&] { AtomicFile::check_writable(path, "save_checkpoint"); });
+  detail::on_rank_0(
+      trainer.executor().group(), [&] { AtomicFile::check_writable(path, "save_checkpoint"); },
+      detail::concat("save_checkpoint: rank 0 cannot write '", path, "' (its error says why)"));
 }
 
 // Restores `model`, the trainer's optimizer state for it and the run state;
