@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -62,8 +63,15 @@ struct RecordModel {
 // A view of a process other than rank 0.
 struct OtherRankView {
   using model_type = Model;
+  // Rank 1 of a job whose rank 0 wrote without failing.
+  struct Group {
+    int process_rank() const { return 1; }
+    void broadcast_from_root(void* data, std::size_t bytes) { std::memset(data, 0, bytes); }
+  };
   Model model_{1};
   RunState run_;
+  Group group_;
+  Group& group() { return group_; }
   int process_rank() const { return 1; }
   const RunState& run() const { return run_; }
   Model& model() { return model_; }

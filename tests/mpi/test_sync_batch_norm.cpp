@@ -218,4 +218,13 @@ TEST_CASE("a file rank 0 cannot write is an Error on every rank: check_can_save 
   expected = rank == 0 ? "cannot create" : "rank 0 could not write";
   CHECK_THROWS_WITH_AS(trainer.fit(model, data, options(2), checkpoint), doctest::Contains(expected), Error);
   CHECK(trainer.run_state().steps_done == 3);  // epoch 1's steps, on every rank
+
+  // The callbacks that write on rank 0 alone, where rank 0 cannot: the same on every rank, at once.
+  CSVLogger log(missing + "/log.csv");
+  expected = rank == 0 ? "cannot create" : "CSVLogger: rank 0 could not write";
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data, options(2), log), doctest::Contains(expected), Error);
+  TensorBoard tensorboard("/proc/self/lockstep_logs");  // a folder no process can make
+  expected = rank == 0 ? "cannot create" : "TensorBoard: rank 0 could not write";
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data, options(2), tensorboard), doctest::Contains(expected), Error);
+  CHECK(trainer.run_state().steps_done == 3);  // neither began a step
 }

@@ -10,7 +10,7 @@
 // variable of the model (trainable or not) tagged as Keras 2 tags them:
 // "dense/kernel_0/histogram". Each fit starts new files, flushed at every
 // epoch's end (and after each batch write) and closed when fit ends. Only
-// rank 0 writes.
+// rank 0 writes, and a write it fails is an Error on every rank.
 //
 // With profile_batch {first, last} (Keras' profile_batch=(first, last)),
 // batches first..last (counted from 1) are profiled by ProfileBatches into
@@ -32,9 +32,10 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/callbacks/profile_batches.hpp"
+#include "lockstep/collective/collective.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/core/traits.hpp"
-#include "lockstep/callbacks/profile_batches.hpp"
 #include "lockstep/observe/event_file.hpp"
 #include "lockstep/train/logs.hpp"
 
@@ -96,15 +97,13 @@ class TensorBoard {
   template <class View>
   void on_train_begin(const TrainInfo& info, View& view) {
     if (profile_) profile_->on_train_begin(info, view);
-    writes_ = view.process_rank() == 0;
     validation_.reset();
     train_.reset();
-    if (!writes_) return;
     using Model = typename View::model_type;
     require(options_.histogram_freq == 0 || detail::is_detected<detail::model_variables_probe, Model>,
             "TensorBoard: histogram_freq ", options_.histogram_freq,
             ", but this model does not name its variables (no static variables()); set histogram_freq = 0");
-    train_ = std::make_unique<observe::EventFileWriter>(subdir("train"));
+    on_rank_0(view, [&] { train_ = std::make_unique<observe::EventFileWriter>(subdir("train")); });
   }
 
   void on_batch_begin(std::size_t step) {
@@ -114,30 +113,33 @@ class TensorBoard {
   template <class View>
   void on_batch_end(std::size_t step, const Logs& logs, View& view) {
     if (profile_) profile_->on_batch_end(step, logs);
-    if (!writes_ || every_ == 0) return;
+    if (every_ == 0) return;
     // Keras 2 records when its train counter (batches done, all fits) is a multiple of update_freq.
     const std::uint64_t done = view.run().steps_done;
     if (done % every_ != 0) return;
-    for (std::size_t i = 0; i < logs.size(); ++i)
-      train_->add_scalar("batch_" + logs.name(i), static_cast<std::int64_t>(done), logs.value(i));
-    train_->flush();  // batch values show while the epoch runs: one write call per update_freq batches
+    on_rank_0(view, [&] {
+      for (std::size_t i = 0; i < logs.size(); ++i)
+        train_->add_scalar("batch_" + logs.name(i), static_cast<std::int64_t>(done), logs.value(i));
+      train_->flush();  // batch values show while the epoch runs: one write call per update_freq batches
+    });
   }
 
   template <class View>
   void on_epoch_end(int epoch, const Logs& logs, View& view) {
-    if (!writes_) return;
-    for (std::size_t i = 0; i < logs.size(); ++i) {
-      const std::string& name = logs.name(i);
-      if (name.rfind("val_", 0) != 0) {
-        train_->add_scalar("epoch_" + name, epoch, logs.value(i));
-      } else if (!std::isnan(logs.value(i))) {  // NaN: this epoch did not validate (Keras has no entry)
-        if (!validation_) validation_ = std::make_unique<observe::EventFileWriter>(subdir("validation"));
-        validation_->add_scalar("epoch_" + name.substr(4), epoch, logs.value(i));
+    on_rank_0(view, [&] {
+      for (std::size_t i = 0; i < logs.size(); ++i) {
+        const std::string& name = logs.name(i);
+        if (name.rfind("val_", 0) != 0) {
+          train_->add_scalar("epoch_" + name, epoch, logs.value(i));
+        } else if (!std::isnan(logs.value(i))) {  // NaN: this epoch did not validate (Keras has no entry)
+          if (!validation_) validation_ = std::make_unique<observe::EventFileWriter>(subdir("validation"));
+          validation_->add_scalar("epoch_" + name.substr(4), epoch, logs.value(i));
+        }
       }
-    }
-    if (options_.histogram_freq > 0 && epoch % options_.histogram_freq == 0) write_histograms(epoch, view);
-    train_->flush();
-    if (validation_) validation_->flush();
+      if (options_.histogram_freq > 0 && epoch % options_.histogram_freq == 0) write_histograms(epoch, view);
+      train_->flush();
+      if (validation_) validation_->flush();
+    });
   }
 
   void on_train_end(const Logs& logs) {
@@ -153,6 +155,14 @@ class TensorBoard {
   const TensorBoardOptions& options() const { return options_; }
 
  private:
+  // Rank 0 writes; a failure there is an Error on every rank.
+  template <class View, class Work>
+  void on_rank_0(View& view, Work&& work) const {
+    detail::on_rank_0(view.group(), std::forward<Work>(work),
+                      detail::concat("TensorBoard: rank 0 could not write its event files in '", options_.log_dir,
+                                     "' (its error says why)"));
+  }
+
   static TensorBoardOptions options_with(std::string log_dir) {
     TensorBoardOptions o;
     o.log_dir = std::move(log_dir);
@@ -175,7 +185,6 @@ class TensorBoard {
 
   TensorBoardOptions options_;
   std::size_t every_ = 0;
-  bool writes_ = false;
   std::unique_ptr<observe::EventFileWriter> train_, validation_;
   std::optional<ProfileBatches> profile_;
 };
