@@ -83,6 +83,27 @@ TEST_CASE("bad hyper-parameters are errors that name the value") {
   CHECK_THROWS_WITH_AS(Adam(-1.0), doctest::Contains("learning rate -1"), Error);
   CHECK_THROWS_WITH_AS(Adam(1e-3, 1.0), doctest::Contains("beta_1 1"), Error);
   CHECK_THROWS_WITH_AS(Sgd(0.1, 1.5), doctest::Contains("momentum 1.5"), Error);
+  // Not finite, or not once kept as a float (1e39 is beyond float's range).
+  CHECK_THROWS_WITH_AS(Sgd{INFINITY}, doctest::Contains("learning rate inf, expected a finite number > 0"), Error);
+  CHECK_THROWS_WITH_AS(Sgd{NAN}, doctest::Contains("learning rate nan"), Error);
+  CHECK_THROWS_WITH_AS(Adam{1e39}, doctest::Contains("learning rate 1e+39"), Error);
+  CHECK_THROWS_WITH_AS((Adam{1e-3, 0.9, 0.999, INFINITY}), doctest::Contains("epsilon inf"), Error);
+  CHECK_THROWS_WITH_AS((ExponentialDecay{INFINITY, 10, 0.5}), doctest::Contains("expected all finite and > 0"), Error);
+  CHECK_THROWS_WITH_AS(PiecewiseConstantDecay({0}, {1.0, INFINITY}), doctest::Contains("value inf"), Error);
+  CHECK_THROWS_WITH_AS((CosineDecay{1.0, INFINITY}), doctest::Contains("all finite"), Error);
+  CHECK_THROWS_WITH_AS((PolynomialDecay{1.0, 10, INFINITY}), doctest::Contains("all finite"), Error);
+  CHECK_NOTHROW(Sgd{3e38});
+}
+
+TEST_CASE("Scheduled: a schedule that leaves the finite rates is an Error naming the update, before it is applied") {
+  // 1e30 x 1e10^step: update 2's rate, 1e40, is beyond float's range.
+  const Scheduled<Sgd, ExponentialDecay> opt{Sgd{}, ExponentialDecay(1e30, 1, 1e10)};
+  std::vector<float> p = {1.0f}, g = {0.0f};
+  Scheduled<Sgd, ExponentialDecay>::State<host::Context> state(opt, 1);
+  update(state, opt, p, g);
+  CHECK_THROWS_WITH_AS(update(state, opt, p, g),
+                       doctest::Contains("the schedule gave learning rate 1e+40 for update 2, expected a finite"), Error);
+  CHECK(p[0] == 1.0f);  // the zero gradient's updates left it; the refused one wrote nothing
 }
 
 TEST_CASE("a learning rate changed between steps is used by the next step (the scalars are read when the step runs)") {

@@ -58,10 +58,11 @@ struct Adam {
         beta_1(static_cast<float>(b1)),
         beta_2(static_cast<float>(b2)),
         epsilon(static_cast<float>(eps)) {
-    require(lr > 0, "Adam: learning rate ", lr, ", expected > 0");
+    // Finite as the floats they are kept as: 1e39 would be an infinite step.
+    require(lr > 0 && std::isfinite(learning_rate), "Adam: learning rate ", lr, ", expected a finite number > 0");
     require(b1 >= 0 && b1 < 1, "Adam: beta_1 ", b1, ", expected in [0, 1)");
     require(b2 >= 0 && b2 < 1, "Adam: beta_2 ", b2, ", expected in [0, 1)");
-    require(eps > 0, "Adam: epsilon ", eps, ", expected > 0");
+    require(eps > 0 && std::isfinite(epsilon), "Adam: epsilon ", eps, ", expected a finite number > 0");
   }
 
   // The step size of update t (1-based), bias correction folded in. Computed

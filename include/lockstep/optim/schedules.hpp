@@ -25,8 +25,9 @@ struct ExponentialDecay {
   bool staircase = false;
   ExponentialDecay(double initial, double steps, double rate, bool stairs = false)
       : initial_learning_rate(initial), decay_steps(steps), decay_rate(rate), staircase(stairs) {
-    require(initial > 0 && steps > 0 && rate > 0, "ExponentialDecay: initial_learning_rate ", initial,
-            ", decay_steps ", steps, ", decay_rate ", rate, ", expected all > 0");
+    require(initial > 0 && steps > 0 && rate > 0 && std::isfinite(initial + steps + rate),
+            "ExponentialDecay: initial_learning_rate ", initial,
+            ", decay_steps ", steps, ", decay_rate ", rate, ", expected all finite and > 0");
   }
   double operator()(std::int64_t step) const {
     double p = static_cast<double>(step) / decay_steps;
@@ -43,7 +44,8 @@ struct PiecewiseConstantDecay {
     require(values.size() == boundaries.size() + 1, "PiecewiseConstantDecay: ", boundaries.size(), " boundaries and ",
             values.size(), " values, expected one value more than boundaries");
     require(std::is_sorted(boundaries.begin(), boundaries.end()), "PiecewiseConstantDecay: boundaries must increase");
-    for (double x : values) require(x > 0, "PiecewiseConstantDecay: value ", x, ", expected > 0");
+    for (double x : values)
+      require(x > 0 && std::isfinite(x), "PiecewiseConstantDecay: value ", x, ", expected a finite number > 0");
   }
   double operator()(std::int64_t step) const {
     std::size_t i = 0;
@@ -61,10 +63,11 @@ struct CosineDecay {
   double warmup_steps = 0.0;
   CosineDecay(double initial, double steps, double a = 0.0, double target = 0.0, double warmup = 0.0)
       : initial_learning_rate(initial), decay_steps(steps), alpha(a), warmup_target(target), warmup_steps(warmup) {
-    require(initial >= 0 && steps > 0 && a >= 0 && a <= 1 && warmup >= 0 && target >= 0,
+    require(initial >= 0 && steps > 0 && a >= 0 && a <= 1 && warmup >= 0 && target >= 0 &&
+                std::isfinite(initial + steps + warmup + target),
             "CosineDecay: initial_learning_rate ", initial, ", decay_steps ", steps, ", alpha ", a,
             ", warmup_target ", target, ", warmup_steps ", warmup,
-            ": expected decay_steps > 0, alpha in [0, 1] and the others >= 0");
+            ": expected decay_steps > 0, alpha in [0, 1] and the others >= 0, all finite");
   }
   double operator()(std::int64_t step) const {
     const double s = static_cast<double>(step);
@@ -85,9 +88,10 @@ struct PolynomialDecay {
   bool cycle = false;
   PolynomialDecay(double initial, double steps, double end = 1e-4, double pw = 1.0, bool cyc = false)
       : initial_learning_rate(initial), decay_steps(steps), end_learning_rate(end), power(pw), cycle(cyc) {
-    require(initial > 0 && steps > 0 && end >= 0 && pw > 0, "PolynomialDecay: initial_learning_rate ", initial,
+    require(initial > 0 && steps > 0 && end >= 0 && pw > 0 && std::isfinite(initial + steps + end + pw),
+            "PolynomialDecay: initial_learning_rate ", initial,
             ", decay_steps ", steps, ", end_learning_rate ", end, ", power ", pw,
-            ": expected initial, decay_steps and power > 0, end >= 0");
+            ": expected initial, decay_steps and power > 0, end >= 0, all finite");
   }
   double operator()(std::int64_t step) const {
     double s = static_cast<double>(step), steps = decay_steps;
@@ -113,7 +117,12 @@ struct Scheduled : Opt {
     State(const Scheduled& opt, std::size_t params) : Base(opt, params) {}
     void prepare(const Scheduled& opt) {
       Opt now = opt;
-      now.learning_rate = static_cast<float>(opt.schedule(this->iterations()));
+      const double rate = opt.schedule(this->iterations());
+      now.learning_rate = static_cast<float>(rate);
+      // A schedule that grows (a decay_rate above 1) or a user's own may leave
+      // the range; the step would then write inf or NaN into every weight.
+      require(rate >= 0 && std::isfinite(now.learning_rate), "Scheduled: the schedule gave learning rate ", rate,
+              " for update ", this->iterations() + 1, ", expected a finite number >= 0");
       Base::prepare(now);
     }
   };

@@ -4,6 +4,7 @@
 // and p -= lr * g without momentum. One State for every backend.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -48,7 +49,8 @@ struct Sgd {
 
   explicit Sgd(double lr = 0.01, double mom = 0.0, bool use_nesterov = false)
       : learning_rate(static_cast<float>(lr)), momentum(static_cast<float>(mom)), nesterov(use_nesterov) {
-    require(lr > 0, "Sgd: learning rate ", lr, ", expected > 0");
+    // Finite as the float it is kept as: 1e39 would be an infinite step.
+    require(lr > 0 && std::isfinite(learning_rate), "Sgd: learning rate ", lr, ", expected a finite number > 0");
     require(mom >= 0 && mom < 1, "Sgd: momentum ", mom, ", expected in [0, 1)");
   }
 
