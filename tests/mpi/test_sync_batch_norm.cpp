@@ -31,6 +31,19 @@ int processes() {
   return size;
 }
 
+int this_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// Rank 0's process id, the same on every rank: a name for this run's files.
+int rank_0_pid() {
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return pid;
+}
+
 FitOptions options(int epochs) {
   FitOptions o;
   o.batch_size = 8;  // 18 samples: steps of 8, 8 and 2, the last leaving replicas empty
@@ -148,12 +161,8 @@ TEST_CASE("a checkpoint file across processes: rank 0 writes, every rank loads, 
   Trainer<MultiWorker, Adam> a{MultiWorker{kLocal}, Adam{0.01}};
   a.fit(straight, data, two);
 
-  // One path for the job: rank 0's temporary name, broadcast.
-  char path[64] = {};
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) std::snprintf(path, sizeof path, "/tmp/lockstep_mpi_checkpoint_%d.safetensors", static_cast<int>(getpid()));
-  MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+  // One path for the job, named by rank 0's process.
+  const std::string path = "/tmp/lockstep_mpi_checkpoint_" + std::to_string(rank_0_pid()) + ".safetensors";
 
   SyncModel first{5};
   Trainer<MultiWorker, Adam> b{MultiWorker{kLocal}, Adam{0.01}};
@@ -168,15 +177,12 @@ TEST_CASE("a checkpoint file across processes: rank 0 writes, every rank loads, 
   CHECK(resumed.parameters() == straight.parameters());
   CHECK(resumed.state() == straight.state());
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) std::remove(path);
+  if (this_rank() == 0) std::remove(path.c_str());
 }
 
 TEST_CASE("callbacks that write files write on rank 0 only; EarlyStopping stops every rank at the same epoch") {
   const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int pid = static_cast<int>(getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const int rank = this_rank(), pid = rank_0_pid();
   // Each rank names its own files, so a write from any rank but 0 would show.
   const std::string base = "/tmp/lockstep_mpi_cb_" + std::to_string(pid) + "_rank" + std::to_string(rank);
   SyncModel model{5};
@@ -203,10 +209,7 @@ TEST_CASE("callbacks that write files write on rank 0 only; EarlyStopping stops 
 
 TEST_CASE("a file rank 0 cannot write is an Error on every rank: check_can_save before fit, ModelCheckpoint's saves") {
   const Dataset data = testing::argmax_dataset(18, 6, 3, 1);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int pid = static_cast<int>(getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const int rank = this_rank(), pid = rank_0_pid();
   const std::string missing = "/tmp/lockstep_mpi_missing_" + std::to_string(pid);  // never made
   SyncModel model{5};
   Trainer<MultiWorker, Adam> trainer{MultiWorker{kLocal}, Adam{0.01}};
