@@ -3,11 +3,12 @@
 // usage: train_throughput [--backend host|cuda] [--strategy mirrored|central|multiworker]
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
-//                         [--mfu yes|no] [--model mlp|cnn|cnn_bn] [--conv builtin|onednn]
+//                         [--mfu yes|no] [--model mlp|mlp_bn_dropout|cnn|cnn_bn] [--conv builtin|onednn]
 //                         [--profile off|compiled|recording] [--deterministic UNITS]
-// --model mlp (default): 784-256-10; cnn: Keras' simple MNIST convnet, and
-// cnn_bn: the same with BatchNormalization after each convolution
-// (examples/fashion_mnist/models.hpp) on 28x28x1 samples. --conv picks the
+// --model mlp (default): 784-256-10; mlp_bn_dropout: the same with
+// BatchNormalization, Relu and Dropout 0.2 after the first Dense; cnn: Keras'
+// simple MNIST convnet, and cnn_bn: the same with BatchNormalization after
+// each convolution (examples/fashion_mnist/models.hpp) on 28x28x1 samples. --conv picks the
 // host's convolution path (host::set_conv_path; default host::kDefaultConvPath).
 // The data set is S batches of B synthetic samples; it is trained E times
 // (default 1), so a longer measurement keeps the same data set size.
@@ -69,6 +70,7 @@ struct Run {
 using fashion_mnist::Cnn;
 using fashion_mnist::CnnBn;
 using fashion_mnist::Mlp;
+using fashion_mnist::MlpBnDropout;
 
 template <class Model, class Strategy>
 int measure(Strategy strategy, const char* name, const Run& run) {
@@ -162,7 +164,8 @@ int measure(Strategy strategy, const char* name, const Run& run, const std::stri
       lockstep::fail("--model ", model, ": the ", Strategy::backend::kName,
                      " backend of this build has no convolutions; run it with --backend host");
   }
-  lockstep::require(model == "mlp", "--model: '", model, "', expected mlp, cnn or cnn_bn");
+  if (model == "mlp_bn_dropout") return measure<MlpBnDropout>(strategy, name, run);
+  lockstep::require(model == "mlp", "--model: '", model, "', expected mlp, mlp_bn_dropout, cnn or cnn_bn");
   return measure<Mlp>(strategy, name, run);
 }
 
