@@ -98,7 +98,8 @@ const char* kUsage =
     "  --units U       --deterministic with U units, a multiple of every replica count used,\n"
     "                  at most 4096\n"
     "  --save PATH     write the trained weights, state and optimizer slots to PATH (a\n"
-    "                  lockstep checkpoint: safetensors)\n"
+    "                  lockstep checkpoint: safetensors); a PATH that cannot be written is an\n"
+    "                  error before training starts\n"
     "Exit status: 0 done, 1 the results could not be written, 2 an error (the message says which).\n";
 
 Flags parse(int argc, char** argv) {
