@@ -205,6 +205,18 @@ TEST_CASE("ProfileBatches and TensorBoard's profile_batch record the batches ask
     CHECK(!profiler::active());
     CHECK(steps_in(profile.result().trace_path) == 2);
   }
+  {  // a logdir that cannot be made is an Error when fit begins, not when batch `first` does
+    Model model{0};
+    Trainer<Profiled<Strategy>, Sgd> trainer{Profiled<Strategy>{2}, Sgd{0.01}};
+    const std::string dir = fresh_dir("file");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/plain") << "a file, where the logdir's parent folder should be";
+    ProfileBatches profile(dir + "/plain/logs", 3, 4, {}, false);
+    CHECK_THROWS_WITH_AS(trainer.fit(model, train, testing::quiet_fit(64, 1), profile),
+                         doctest::Contains("cannot create the logdir"), Error);
+    CHECK(trainer.run_state().steps_done == 0);
+    std::filesystem::remove_all(dir);
+  }
   CHECK_THROWS_WITH_AS(ProfileBatches("dir", 0, 5), doctest::Contains("expected 1 <= first <= last"), Error);
   CHECK_THROWS_WITH_AS(ProfileBatches("dir", 5, 4), doctest::Contains("batches 5 to 4"), Error);
 }

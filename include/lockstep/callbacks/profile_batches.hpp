@@ -30,10 +30,13 @@ class ProfileBatches {
             ", expected 1 <= first <= last (Keras' profile_batch counts batches from 1)");
   }
 
+  // The logdir is made and checked now, so a folder that cannot be written
+  // is an Error before training, not when batch `first` begins.
   template <class View>
   void on_train_begin(const TrainInfo&, View& view) {
     rank_ = view.process_rank();
     batch_ = 0;
+    observe::detail::prepare_logdir(logdir_);
   }
   void on_batch_begin(std::size_t) {
     if (++batch_ == first_) {
