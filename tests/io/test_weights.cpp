@@ -185,7 +185,7 @@ TEST_CASE("a checkpoint that cannot be written is an Error, and the last good fi
   CHECK(read_all(good) == before);
 }
 
-TEST_CASE("check_can_save: a path save_checkpoint could not write is an Error before fit, naming it - nothing is written") {
+TEST_CASE("check_can_save: a path save_checkpoint could not write is an Error before fit - nothing is written") {
   testing::TempDir dir;
   Trainer<MirroredPolicy<HostAllReduce>, Adam> trainer{MirroredPolicy<HostAllReduce>{2}};
   const std::string missing = "its folder '" + dir.file("no/such") + "' does not exist";

@@ -102,7 +102,7 @@ TEST_CASE("Scheduled: a schedule that leaves the finite rates is an Error naming
   Scheduled<Sgd, ExponentialDecay>::State<host::Context> state(opt, 1);
   update(state, opt, p, g);
   CHECK_THROWS_WITH_AS(update(state, opt, p, g),
-                       doctest::Contains("the schedule gave learning rate 1e+40 for update 2, expected a finite"), Error);
+                       doctest::Contains("the schedule gave learning rate 1e+40 for update 2, expected"), Error);
   CHECK(p[0] == 1.0f);  // the zero gradient's updates left it; the refused one wrote nothing
 }
 

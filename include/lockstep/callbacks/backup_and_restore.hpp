@@ -130,8 +130,9 @@ class BackupAndRestore {
   // Rank 0 runs f; every rank returns once it is done, and throws where it failed.
   template <class View, class F>
   void on_rank_0(View& view, const char* what, F&& f) {
-    detail::on_rank_0(view.group(), std::forward<F>(f),
-                      detail::concat("BackupAndRestore: rank 0 could not ", what, " in '", dir_, "' (its error says why)"));
+    detail::on_rank_0(
+        view.group(), std::forward<F>(f),
+        detail::concat("BackupAndRestore: rank 0 could not ", what, " in '", dir_, "' (its error says why)"));
   }
 
   // backup_dir made, the temporary files of a writer that died removed, and

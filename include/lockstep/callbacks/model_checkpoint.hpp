@@ -126,7 +126,8 @@ class ModelCheckpoint {
     }
     const std::string path = detail::fill_path(filepath_, epoch + 1, batch, logs);
     using Model = typename View::model_type;
-    const std::string elsewhere = detail::concat("ModelCheckpoint: rank 0 could not write '", path, "' (its error says why)");
+    const std::string elsewhere =
+        detail::concat("ModelCheckpoint: rank 0 could not write '", path, "' (its error says why)");
     if (options_.save_weights_only) {
       const Model& model = view.model();
       detail::on_rank_0(view.group(), [&] { save_weights(model, path); }, elsewhere);
