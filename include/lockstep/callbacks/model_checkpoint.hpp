@@ -20,7 +20,6 @@
 
 #include "lockstep/callbacks/monitor.hpp"
 #include "lockstep/collective/collective.hpp"
-#include "lockstep/core/atomic_file.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/weights.hpp"
@@ -97,9 +96,7 @@ class ModelCheckpoint {
   void on_train_begin(const TrainInfo&, View& view) {
     const std::size_t slash = filepath_.find_last_of('/');
     if (slash != std::string::npos && filepath_.find('{') < slash) return;
-    detail::on_rank_0(
-        view.group(), [&] { AtomicFile::check_writable(filepath_, "ModelCheckpoint"); },
-        detail::concat("ModelCheckpoint: rank 0 cannot write '", filepath_, "' (its error says why)"));
+    detail::check_writable_on_rank_0(view.group(), filepath_, "ModelCheckpoint");
   }
 
   template <class View>

@@ -25,7 +25,7 @@ class AtomicFile {
  public:
   // `who` starts every error message ("safetensors", "profiler").
   AtomicFile(std::string path, std::string who)
-      : path_(std::move(path)), who_(std::move(who)), tmp_(temporary_for(path_)) {
+      : path_(std::move(path)), who_(std::move(who)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) fail_with("cannot create", tmp_, errno);
   }
@@ -81,12 +81,7 @@ class AtomicFile {
       fail(who, ": cannot write '", path, "': its folder '", dir, "' ",
            found ? "is not a folder" : (error == ENOENT || error == ENOTDIR ? "does not exist" : std::strerror(error)),
            "; expected an existing folder");
-    const std::string tmp = temporary_for(path);
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-      fail(who, ": cannot write '", path, "': creating a file in '", dir, "' failed: ", std::strerror(errno));
-    ::close(fd);
-    ::unlink(tmp.c_str());
+    AtomicFile probe(path, who);  // made and, never committed, removed: an Error naming errno's reason
   }
 
   // `content` into `path`, atomically, in one call.
@@ -97,8 +92,6 @@ class AtomicFile {
   }
 
  private:
-  // Where the bytes go until commit(): beside the target, so the rename stays in one file system.
-  static std::string temporary_for(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
   static std::string folder_of(const std::string& path) {
     const std::size_t slash = path.find_last_of('/');
     return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));

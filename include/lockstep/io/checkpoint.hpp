@@ -113,15 +113,24 @@ void save_checkpoint(Trainer& trainer, const Model& model, const std::string& pa
       detail::concat("save_checkpoint: rank 0 could not write '", path, "' (its error says why)"));
 }
 
+namespace detail {
+// AtomicFile::check_writable on rank 0, an Error on every rank where it fails
+// (`who` starts the messages): for the writers that write on rank 0 alone.
+template <class Group>
+void check_writable_on_rank_0(Group& group, const std::string& path, const char* who) {
+  on_rank_0(
+      group, [&] { AtomicFile::check_writable(path, who); },
+      concat(who, ": rank 0 cannot write '", path, "' (its error says why)"));
+}
+}  // namespace detail
+
 // An Error on every rank now, before fit, where save_checkpoint could not
 // write `path` after it: a folder that does not exist or is read-only, or
 // `path` a folder. A typo in a path should not cost the training run.
 // Nothing is written; rank 0 checks, as it is the one that writes.
 template <class Trainer>
 void check_can_save(Trainer& trainer, const std::string& path) {
-  detail::on_rank_0(
-      trainer.executor().group(), [&] { AtomicFile::check_writable(path, "save_checkpoint"); },
-      detail::concat("save_checkpoint: rank 0 cannot write '", path, "' (its error says why)"));
+  detail::check_writable_on_rank_0(trainer.executor().group(), path, "save_checkpoint");
 }
 
 // Restores `model`, the trainer's optimizer state for it and the run state;
