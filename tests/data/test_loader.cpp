@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "lockstep/data/loader.hpp"
@@ -22,7 +23,7 @@ TEST_CASE("each sample is seen exactly once per epoch for any replica count") {
           for (int r = 0; r < replicas; ++r) {
             const auto [lo, hi] = Loader::replica_slice(count, r, replicas);
             CHECK(lo == covered);  // slices are contiguous and in replica order
-            CHECK(hi - lo <= Loader::slice_capacity(batch, replicas));
+            CHECK(hi - lo <= Loader::slice_capacity(batch, 103, replicas));
             for (std::size_t i = lo; i < hi; ++i) seen[indices[i]]++;
             covered = hi;
           }
@@ -59,4 +60,23 @@ TEST_CASE("step counts - the short last batch and drop_remainder") {
   CHECK_THROWS_WITH_AS(Loader(10, 0, true, false, 0), "lockstep: batch size 0, expected at least 1", lockstep::Error);
   CHECK_THROWS_AS(Loader(0, 4, true, false, 0), lockstep::Error);
   CHECK_THROWS_AS(Loader(3, 4, true, true, 0), lockstep::Error);
+}
+
+TEST_CASE("a batch size beyond the data set is one batch of all of it, and no size wraps around") {
+  for (const std::size_t batch : {std::size_t{104}, std::size_t{1} << 40, std::numeric_limits<std::size_t>::max()}) {
+    Loader loader(103, batch, true, false, 1);
+    loader.begin_epoch(0);
+    REQUIRE(loader.steps() == 1);
+    CHECK(loader.batch(0).second == 103);
+    CHECK(Loader::slice_capacity(batch, 103, 2) == 52);
+    std::size_t covered = 0;
+    Loader::for_each_slice(103, batch, 1, 2, [&](std::size_t first, int rows) {
+      CHECK(first == 51);
+      covered += static_cast<std::size_t>(rows);
+    });
+    CHECK(covered == 52);
+  }
+  CHECK(Loader(103, 10, false, false, 1).steps() == 11);
+  CHECK(Loader(103, 10, false, true, 1).steps() == 10);
+  CHECK(Loader::slice_capacity(7, 0, 2) == 1);  // no data: a buffer of one row, never zero
 }

@@ -166,13 +166,18 @@ TEST_CASE("100000 replica threads are an Error naming the replicas, not std::sys
 }
 
 TEST_CASE("a batch whose buffers exceed the memory is an Error naming the bytes, before any allocation") {
-  const Dataset data = testing::argmax_dataset(60, 6, 3, 1);
-  Model model{1};
+  // A batch size beyond the data set is one batch of the whole set, so the
+  // buffers that do not fit need rows that exist: 2^20 samples of a layer
+  // 2^18 wide are over 1 TB of activations at any batch size above 2^19.
+  using Wide = Sequential<Input<1>, Dense<1 << 18, Relu>, Dense<3>>;
+  const std::size_t samples = std::size_t{1} << 20;
+  const Dataset data(std::vector<float>(samples, 0.5f), 1, std::vector<std::int32_t>(samples, 0));
+  Wide model{1};
   Trainer<Mirrored, Adam> trainer{Mirrored{2}};
   FitOptions options = testing::quiet_fit(std::size_t{1} << 50, 1);
   CHECK_THROWS_WITH_AS(trainer.fit(model, data, options),
-                       doctest::Contains("fit: a batch of 562949953421312 rows per replica (the batch size over 2 "
-                                         "replicas) needs "),
+                       doctest::Contains("fit: a batch of 524288 rows per replica (the batch size, or the data set's "
+                                         "samples if fewer, over 2 replicas) needs "),
                        Error);
   try {
     trainer.fit(model, data, options);
@@ -187,7 +192,9 @@ TEST_CASE("a batch whose buffers exceed the memory is an Error naming the bytes,
                        Error);
   CHECK_THROWS_WITH_AS(trainer.predict(model, data, std::size_t{1} << 50), doctest::Contains("predict: a batch of"),
                        Error);
-  options.batch_size = 10;  // and the trainer still trains
-  trainer.fit(model, data, options);
+  // The trainer still trains.
+  Model small{1};
+  options.batch_size = 10;
+  trainer.fit(small, testing::argmax_dataset(60, 6, 3, 1), options);
   CHECK(trainer.run_state().steps_done == 6);
 }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "test_helpers.hpp"
@@ -139,6 +140,18 @@ TEST_CASE("bad input gets a lockstep::Error that names the value") {
                        doctest::Contains("2 samples but 3 labels"), Error);
   // The trainer still works after the errors.
   CHECK(trainer.fit(model, good, quiet(1, 4)).epochs == 1);
+}
+
+TEST_CASE("a batch size beyond the data set is one batch of all of it, as in Keras - bit for bit") {
+  const Dataset data = testing::argmax_dataset(10, 8, 4, 1);
+  Model exact{3}, huge{3};
+  Trainer<Strategy, Adam> a{Strategy{2}}, b{Strategy{2}};
+  a.fit(exact, data, quiet(2, 10));
+  b.fit(huge, data, quiet(2, std::numeric_limits<std::size_t>::max()));
+  CHECK(b.run_state().steps_done == 2);  // one step an epoch
+  CHECK(exact.parameters() == huge.parameters());
+  CHECK(a.evaluate(exact, data, 10)["loss"] == b.evaluate(huge, data, std::size_t{1} << 40)["loss"]);
+  CHECK(a.predict(exact, data, 10) == b.predict(huge, data, std::numeric_limits<std::size_t>::max()));
 }
 
 TEST_CASE("MeanSquaredError regression through the same trainer") {

@@ -31,7 +31,8 @@ class Loader {
     std::iota(order_.begin(), order_.end(), 0u);
   }
 
-  std::size_t steps() const { return drop_remainder_ ? samples_ / batch_ : (samples_ + batch_ - 1) / batch_; }
+  // Written so that no batch size, however large, wraps around (to 0 steps).
+  std::size_t steps() const { return samples_ / batch_ + (!drop_remainder_ && samples_ % batch_ != 0 ? 1 : 0); }
   std::size_t batch_size() const { return batch_; }
 
   // The order of epoch `epoch`: a Fisher-Yates shuffle driven by
@@ -49,7 +50,7 @@ class Loader {
   // The sample indices of global batch `step`.
   std::pair<const std::uint32_t*, std::size_t> batch(std::size_t step) const {
     const std::size_t first = step * batch_;
-    const std::size_t count = first + batch_ <= samples_ ? batch_ : samples_ - first;
+    const std::size_t count = std::min(batch_, samples_ - first);
     return {order_.data() + first, count};
   }
 
@@ -63,17 +64,21 @@ class Loader {
   // with replica `index` of `total`'s rows of each batch (unshuffled).
   template <class F>
   static void for_each_slice(std::size_t samples, std::size_t batch, int index, int total, F&& f) {
-    for (std::size_t start = 0; start < samples; start += batch) {
-      const auto [lo, hi] = replica_slice(std::min(batch, samples - start), index, total);
+    for (std::size_t start = 0; start < samples;) {
+      const std::size_t count = std::min(batch, samples - start);
+      const auto [lo, hi] = replica_slice(count, index, total);
       f(start + lo, static_cast<int>(hi - lo));
+      start += count;  // not `batch`, which may wrap around past the end
     }
   }
 
-  // The most rows a replica gets in any step.
-  static std::size_t slice_capacity(std::size_t global_batch, int replicas) {
-    // Written so that no batch size, however large, wraps around.
+  // The most rows a replica gets in any step over `samples` samples. A batch
+  // size beyond the data set is one batch of all of it (as in Keras and
+  // PyTorch's DataLoader), so buffers are sized for the rows that exist.
+  static std::size_t slice_capacity(std::size_t global_batch, std::size_t samples, int replicas) {
+    const std::size_t rows = std::max<std::size_t>(1, std::min(global_batch, samples));
     const std::size_t n = static_cast<std::size_t>(replicas);
-    return global_batch / n + (global_batch % n != 0 ? 1 : 0);
+    return rows / n + (rows % n != 0 ? 1 : 0);
   }
 
   const std::vector<std::uint32_t>& order() const { return order_; }

@@ -270,7 +270,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
                                std::size_t batch_size) {
     require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
     const int n = replicas(), total = global_replicas(), base = process_rank() * n;
-    const std::size_t capacity = Loader::slice_capacity(batch_size, total);
+    const std::size_t capacity = Loader::slice_capacity(batch_size, data.size(), total);
     std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
     on_replicas([&](int r) {
       gpu::Context& c = ctx(r).compute;
@@ -306,7 +306,7 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
                              std::size_t batch_size) {
     std::vector<float> out(samples * Model::kOutputs);
     const int n = replicas();
-    const std::size_t capacity = Loader::slice_capacity(batch_size, n);
+    const std::size_t capacity = Loader::slice_capacity(batch_size, samples, n);
     on_replicas([&](int r) {
       gpu::Context& c = ctx(r).compute;
       Inference<Model> inf(capacity, true);

@@ -219,7 +219,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
                                std::size_t batch_size) {
     require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
     const int n = replicas(), total = global_replicas(), base = process_rank() * n;
-    const std::size_t capacity = Loader::slice_capacity(batch_size, total);
+    const std::size_t capacity = Loader::slice_capacity(batch_size, data.size(), total);
     check_batch_buffers<Model>("evaluate", capacity, 0, false);
     std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
     const std::function<void(int)> job = [&](int r) {
@@ -248,7 +248,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
                              std::size_t batch_size) {
     std::vector<float> out(samples * Model::kOutputs);
     const int n = replicas();
-    const std::size_t capacity = Loader::slice_capacity(batch_size, n);
+    const std::size_t capacity = Loader::slice_capacity(batch_size, samples, n);
     check_batch_buffers<Model>("predict", capacity, 0, false);
     const std::function<void(int)> job = [&](int r) {
       host::Context ctx;
@@ -363,7 +363,8 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
           });
     } catch (const std::exception& e) {  // std::bad_alloc, std::length_error, a host buffer's Error
       fail("could not allocate the buffers of ", replicas(), " replicas for ", capacity,
-           " rows each (the batch size over the replicas): ", e.what(), "; use a smaller batch size");
+           " rows each (the batch size, or the data set's samples if fewer, over the replicas): ", e.what(),
+           "; use a smaller batch size");
     }
   }
 
@@ -380,13 +381,13 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
                          (floats * static_cast<double>(sizeof(float)) + r * static_cast<double>(label_width * sizeof(label_type)));
     const double memory = host::physical_memory_bytes();
     if (memory > 0 && bytes > memory)
-      fail(where, ": a batch of ", rows, " rows per replica (the batch size over ", global_replicas(),
-           " replicas) needs ", host::byte_count(bytes), " of buffers on the ", replicas(),
+      fail(where, ": a batch of ", rows, " rows per replica (the batch size, or the data set's samples if fewer, over ",
+           global_replicas(), " replicas) needs ", host::byte_count(bytes), " of buffers on the ", replicas(),
            " replicas of this process, more than this machine's ", host::byte_count(memory),
            " of memory; use a smaller batch size");
     require(rows <= static_cast<std::size_t>(std::numeric_limits<int>::max()), where, ": a batch of ", rows,
-            " rows per replica (the batch size over ", global_replicas(), " replicas), expected at most ",
-            std::numeric_limits<int>::max(), "; use a smaller batch size");
+            " rows per replica (the batch size, or the data set's samples if fewer, over ", global_replicas(),
+            " replicas), expected at most ", std::numeric_limits<int>::max(), "; use a smaller batch size");
   }
 
   void make_group() {

@@ -175,7 +175,7 @@ class Trainer<Strategy, Optimizer, Loss, Metrics<Metric...>> {
     exec_.group().broadcast_from_root(model.parameters().data(), Model::kParams * sizeof(float));
     if (Model::kState) exec_.group().broadcast_from_root(model.state().data(), Model::kState * sizeof(float));
     Loader loader(train.size(), options.batch_size, options.shuffle, options.drop_remainder, run_.seed);
-    const std::size_t capacity = Loader::slice_capacity(options.batch_size, global_replicas());
+    const std::size_t capacity = Loader::slice_capacity(options.batch_size, train.size(), global_replicas());
     exec_.begin_fit(model, optimizer_, capacity, train.label_width());
     FitView<executor_type, Optimizer, Model> view(exec_, optimizer_, model, run_, capacity, train.label_width());
 
