@@ -133,6 +133,22 @@ TEST_CASE("EarlyStopping: mode, baseline and start_from_epoch as in Keras") {
   EarlyStoppingOptions negative;
   negative.patience = -1;
   CHECK_THROWS_WITH_AS(EarlyStopping{negative}, doctest::Contains("patience -1"), Error);
+  // NaN compares false with everything: no epoch would ever improve.
+  EarlyStoppingOptions nan_delta;
+  nan_delta.min_delta = std::nan("");
+  CHECK_THROWS_WITH_AS(EarlyStopping{nan_delta},
+                       doctest::Contains("Monitor 'val_loss': min_delta nan, expected a finite number"), Error);
+  EarlyStoppingOptions nan_baseline;
+  nan_baseline.baseline = std::nan("");
+  CHECK_THROWS_WITH_AS(EarlyStopping{nan_baseline},
+                       doctest::Contains("EarlyStopping: baseline nan for monitor 'val_loss', expected a number"), Error);
+  ReduceLROnPlateauOptions infinite_delta;
+  infinite_delta.min_delta = INFINITY;
+  CHECK_THROWS_WITH_AS(ReduceLROnPlateau{infinite_delta}, doctest::Contains("min_delta inf"), Error);
+  ModelCheckpointOptions nan_threshold;
+  nan_threshold.initial_value_threshold = std::nan("");
+  CHECK_THROWS_WITH_AS(ModelCheckpoint("w.safetensors", nan_threshold),
+                       doctest::Contains("ModelCheckpoint: initial_value_threshold nan for monitor"), Error);
   EarlyStoppingOptions typo;
   typo.monitor = "val_los";
   EarlyStopping es(typo);

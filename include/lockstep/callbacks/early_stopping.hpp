@@ -33,6 +33,7 @@ class EarlyStopping {
     require(options_.patience >= 0, "EarlyStopping: patience ", options_.patience, ", expected at least 0");
     require(options_.start_from_epoch >= 0, "EarlyStopping: start_from_epoch ", options_.start_from_epoch,
             ", expected at least 0");
+    if (options_.baseline) monitor_.check_reference(*options_.baseline, "EarlyStopping", "baseline");
   }
 
   void on_train_begin(const TrainInfo&) {

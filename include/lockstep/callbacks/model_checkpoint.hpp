@@ -86,7 +86,10 @@ class ModelCheckpoint {
       : filepath_(std::move(filepath)), options_(std::move(options)),
         monitor_(options_.monitor, options_.mode, 0.0) {
     require(!filepath_.empty(), "ModelCheckpoint: an empty filepath");
-    if (options_.initial_value_threshold) monitor_.set_best(*options_.initial_value_threshold);
+    if (options_.initial_value_threshold) {
+      monitor_.check_reference(*options_.initial_value_threshold, "ModelCheckpoint", "initial_value_threshold");
+      monitor_.set_best(*options_.initial_value_threshold);
+    }
   }
 
   // A folder that could not be written is an Error on every rank before the

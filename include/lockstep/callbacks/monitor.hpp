@@ -20,6 +20,9 @@ class Monitor {
       : monitor_(std::move(monitor)), min_delta_(std::abs(min_delta)) {
     require(mode == "auto" || mode == "min" || mode == "max", "Monitor '", monitor_, "': mode '", mode,
             "', expected auto, min or max");
+    // A NaN min_delta would make every comparison false: no epoch would ever
+    // improve, so EarlyStopping would stop and ModelCheckpoint never save.
+    require(std::isfinite(min_delta), "Monitor '", monitor_, "': min_delta ", min_delta, ", expected a finite number");
     maximize_ = mode == "max" ||
                 (mode == "auto" && (ends_with(monitor_, "acc") || ends_with(monitor_, "accuracy") ||
                                     ends_with(monitor_, "auc")));
@@ -38,6 +41,13 @@ class Monitor {
 
   // The monitored value of `logs` (an Error listing the names when it has none).
   double value(const Logs& logs) const { return logs[monitor_]; }
+  // An Error unless `reference` (a baseline, a threshold) is a number:
+  // nothing improves on NaN.
+  void check_reference(double reference, const char* who, const char* what) const {
+    require(!std::isnan(reference), who, ": ", what, " nan for monitor '", monitor_,
+            "', expected a number (or none, std::nullopt)");
+  }
+
   // Whether `value` improves on `reference` by more than min_delta.
   bool improves(double value, double reference) const {
     if (std::isnan(value)) return false;
