@@ -145,6 +145,10 @@ TEST_CASE("EarlyStopping: mode, baseline and start_from_epoch as in Keras") {
   ReduceLROnPlateauOptions infinite_delta;
   infinite_delta.min_delta = INFINITY;
   CHECK_THROWS_WITH_AS(ReduceLROnPlateau{infinite_delta}, doctest::Contains("min_delta inf"), Error);
+  ReduceLROnPlateauOptions infinite_floor;  // no rate is above it: the callback could never act
+  infinite_floor.min_lr = INFINITY;
+  CHECK_THROWS_WITH_AS(ReduceLROnPlateau{infinite_floor}, doctest::Contains("min_lr inf, expected a finite number >= 0"),
+                       Error);
   ModelCheckpointOptions nan_threshold;
   nan_threshold.initial_value_threshold = std::nan("");
   CHECK_THROWS_WITH_AS(ModelCheckpoint("w.safetensors", nan_threshold),

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "lockstep/core/error.hpp"
+#include "lockstep/optim/schedules.hpp"
 #include "lockstep/train/logs.hpp"
 
 namespace lockstep {
@@ -21,7 +22,7 @@ class LearningRateScheduler {
 
   template <class View>
   void on_epoch_begin(int epoch, const TrainInfo&, View& view) {
-    auto& lr = view.optimizer().learning_rate;
+    float& lr = detail::settable_learning_rate(view.optimizer());
     const double next = schedule_(epoch, static_cast<double>(lr));
     require(next > 0.0 && std::isfinite(next), "LearningRateScheduler: the schedule gave learning rate ", next,
             " for epoch ", epoch, ", expected a finite value > 0");

@@ -11,6 +11,7 @@
 
 #include "lockstep/callbacks/monitor.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/optim/schedules.hpp"
 #include "lockstep/train/logs.hpp"
 
 namespace lockstep {
@@ -33,7 +34,8 @@ class ReduceLROnPlateau {
             ", expected in (0, 1): it multiplies the learning rate");
     require(options_.patience >= 0 && options_.cooldown >= 0, "ReduceLROnPlateau: patience ", options_.patience,
             " and cooldown ", options_.cooldown, ", expected at least 0");
-    require(options_.min_lr >= 0.0, "ReduceLROnPlateau: min_lr ", options_.min_lr, ", expected at least 0");
+    require(options_.min_lr >= 0.0 && std::isfinite(options_.min_lr), "ReduceLROnPlateau: min_lr ", options_.min_lr,
+            ", expected a finite number >= 0");
   }
 
   template <class View>
@@ -51,7 +53,7 @@ class ReduceLROnPlateau {
     }
     if (cooldown_left_ > 0) return;
     if (++wait_ < options_.patience && options_.patience > 0) return;
-    auto& lr = view.optimizer().learning_rate;
+    float& lr = detail::settable_learning_rate(view.optimizer());
     if (lr > options_.min_lr) {
       lr = static_cast<float>(std::max(static_cast<double>(lr) * options_.factor, options_.min_lr));
       ++reductions_;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -127,5 +128,25 @@ struct Scheduled : Opt {
     }
   };
 };
+
+namespace detail {
+template <class Opt>
+struct is_scheduled : std::false_type {};
+template <class Opt, class Schedule>
+struct is_scheduled<Scheduled<Opt, Schedule>> : std::true_type {};
+
+// The learning rate that a callback (LearningRateScheduler, ReduceLROnPlateau)
+// sets. A Scheduled optimizer would overwrite it from its schedule at the next
+// step, so the callback would do nothing, silently: as in Keras, whose
+// optimizer refuses to have a schedule's rate set, that is an error.
+template <class Opt>
+float& settable_learning_rate(Opt& optimizer) {
+  static_assert(!is_scheduled<Opt>::value,
+                "This callback sets the optimizer's learning rate, but a Scheduled<Opt, Schedule> optimizer takes it "
+                "from its schedule at every step, which would undo the callback's change: use the plain optimizer "
+                "(Adam, Sgd) with LearningRateScheduler or ReduceLROnPlateau, or the schedule without them.");
+  return optimizer.learning_rate;
+}
+}  // namespace detail
 
 }  // namespace lockstep
