@@ -130,10 +130,12 @@ struct Scheduled : Opt {
 };
 
 namespace detail {
-template <class Opt>
-struct is_scheduled : std::false_type {};
+// Whether Opt is a Scheduled or derives from one (ClipNorm<Scheduled<...>>).
 template <class Opt, class Schedule>
-struct is_scheduled<Scheduled<Opt, Schedule>> : std::true_type {};
+std::true_type scheduled_base(const Scheduled<Opt, Schedule>*);
+std::false_type scheduled_base(const void*);
+template <class Opt>
+using is_scheduled = decltype(scheduled_base(static_cast<const Opt*>(nullptr)));
 
 // The learning rate that a callback (LearningRateScheduler, ReduceLROnPlateau)
 // sets. A Scheduled optimizer would overwrite it from its schedule at the next
