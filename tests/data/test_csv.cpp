@@ -78,6 +78,42 @@ TEST_CASE("read_csv takes a label from a middle column and another delimiter") {
   CHECK(data.features(1)[1] == 4.0f);
 }
 
+TEST_CASE("read_csv reads numbers and labels enclosed in double quotes, as csv.QUOTE_ALL writes them") {
+  TempCsv csv("\"x\",\"y\",\"label\"\n\"1.5\",\" 2\",\"1\"\n3,\"-4e1\",0\n");
+  lockstep::CsvOptions options;
+  options.header = true;
+  const lockstep::Dataset data = lockstep::read_csv(csv.path(), options);
+  REQUIRE(data.size() == 2);
+  CHECK(data.features(0)[0] == 1.5f);
+  CHECK(data.features(0)[1] == 2.0f);
+  CHECK(data.label(0) == 1);
+  CHECK(data.features(1)[1] == -40.0f);
+  // A quote does not protect a delimiter: the row has a field too many.
+  TempCsv split("1,2,0\n\"3,5\",4,1\n");
+  CHECK_THROWS_WITH_AS(lockstep::read_csv(split.path()), doctest::Contains("row has 4 fields, expected 3"),
+                       lockstep::Error);
+  TempCsv empty("\"\",2,0\n");
+  CHECK_THROWS_WITH_AS(lockstep::read_csv(empty.path()), doctest::Contains("line 1, column 1: empty field"),
+                       lockstep::Error);
+}
+
+TEST_CASE("a delimiter that cannot separate numbers is an Error naming it") {
+  TempCsv csv("1,2,0\n");
+  lockstep::CsvOptions options;
+  for (const char bad : {'\n', '\r', '"', '1', '.', '-', 'e', '\0'}) {
+    options.delimiter = bad;
+    CHECK_THROWS_WITH_AS(lockstep::read_csv(csv.path(), options),
+                         doctest::Contains("CsvOptions::delimiter is '"), lockstep::Error);
+  }
+  options.delimiter = '\n';
+  CHECK_THROWS_WITH_AS(lockstep::read_csv(csv.path(), options),
+                       doctest::Contains("CsvOptions::delimiter is '\\n', expected a character that separates"),
+                       lockstep::Error);
+  options.delimiter = '\t';  // the first row then has 1 field; the message shows the tab as \t
+  CHECK_THROWS_WITH_AS(lockstep::read_csv(csv.path(), options), doctest::Contains("is the delimiter '\\t'?"),
+                       lockstep::Error);
+}
+
 TEST_CASE("read_csv accepts CRLF line ends and blank lines") {
   TempCsv csv("a,b,y\r\n1,2,0\r\n\r\n3,4,1\r\n\r\n");
   lockstep::CsvOptions options;

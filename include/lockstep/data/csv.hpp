@@ -45,6 +45,24 @@ inline void csv_trim(const char*& first, const char*& last) {
   while (last > first && csv_is_space(last[-1])) --last;
 }
 
+// A delimiter as a message shows it: 'x', or an escape for control characters.
+inline std::string csv_char_text(char c) {
+  if (c == '\n') return "'\\n'";
+  if (c == '\r') return "'\\r'";
+  if (c == '\t') return "'\\t'";
+  if (c == '\0') return "'\\0'";
+  return std::string("'") + c + "'";
+}
+
+// A field's text without the double quotes that enclose it, if any.
+inline void csv_unquote(const char*& first, const char*& last) {
+  if (last - first >= 2 && *first == '"' && last[-1] == '"') {
+    ++first;
+    --last;
+    csv_trim(first, last);
+  }
+}
+
 inline std::string csv_quote(const char* first, const char* last) {
   return "\"" + std::string(first, last) + "\"";
 }
@@ -65,8 +83,10 @@ inline bool csv_class_label(const char* a, const char* b, std::int32_t& out) {
   return ok;
 }
 
-// Fields are not quoted; spaces around a field are allowed. Blank lines are
-// skipped, CRLF line ends accepted. Every row must have as many fields as the
+// A field may be enclosed in double quotes ("1.5", as csv.QUOTE_ALL or
+// QUOTE_NONNUMERIC write numbers); quotes do not protect a delimiter inside a
+// field. Spaces around a field are allowed. Blank lines are skipped, CRLF
+// line ends accepted. Every row must have as many fields as the
 // first. Label is int32 (one class-index column) or float (target columns).
 template <class Label>
 BasicDataset<Label> read_csv_as(const std::string& path, const CsvOptions& options) {
@@ -77,6 +97,10 @@ BasicDataset<Label> read_csv_as(const std::string& path, const CsvOptions& optio
           ": CsvOptions::feature_scale is ", options.feature_scale, ", expected a finite, non-zero factor");
   for (int c : options.target_columns)
     require(c >= 0, path, ": CsvOptions::target_columns has ", c, ", expected 0-based column indices");
+  const char d = options.delimiter;
+  require(d != '\n' && d != '\r' && d != '"' && d != '\0' && std::strchr("0123456789.+-eE", d) == nullptr, path,
+          ": CsvOptions::delimiter is ", detail::csv_char_text(d),
+          ", expected a character that separates numbers, such as ',', ';' or '\\t'");
   const std::string text = detail::csv_read_file(path);
 
   const char* cursor = text.data();
@@ -117,7 +141,7 @@ BasicDataset<Label> read_csv_as(const std::string& path, const CsvOptions& optio
       field_count = fields;
       first_row_line = line;
       require(field_count >= 2, path, ": line ", line, ": the first data row has 1 field, expected",
-              " at least 2 (features and a label); is the delimiter '", options.delimiter, "'?");
+              " at least 2 (features and a label); is the delimiter ", detail::csv_char_text(options.delimiter), "?");
       std::vector<int> asked = kClasses ? std::vector<int>{options.label_column} : options.target_columns;
       if (asked.empty()) asked.push_back(-1);
       for (int c : asked) {
@@ -145,6 +169,7 @@ BasicDataset<Label> read_csv_as(const std::string& path, const CsvOptions& optio
       const char* b = field_last;
       field_first = field_last < last ? field_last + 1 : last;
       detail::csv_trim(a, b);
+      detail::csv_unquote(a, b);
       require(a < b, path, ": line ", line, ", column ", column + 1,
               ": empty field, expected a number");
       std::size_t target = label_columns.size();
