@@ -31,13 +31,18 @@ class TempCsv {
   std::string path_;
 };
 
+// read_csv of a file holding `contents`, whose first line is a header.
+lockstep::Dataset read_with_header(const std::string& contents) {
+  TempCsv csv(contents);
+  lockstep::CsvOptions options;
+  options.header = true;
+  return lockstep::read_csv(csv.path(), options);
+}
+
 }  // namespace
 
 TEST_CASE("read_csv round-trips features and a last-column label - skipping a header") {
-  TempCsv csv("x1,x2,x3,label\n0.5,1,-2.25,3\n 4e-1 , 7 ,0,0\n\n1.5,2.5,3.5,12\n");
-  lockstep::CsvOptions options;
-  options.header = true;
-  const lockstep::Dataset data = lockstep::read_csv(csv.path(), options);
+  const lockstep::Dataset data = read_with_header("x1,x2,x3,label\n0.5,1,-2.25,3\n 4e-1 , 7 ,0,0\n\n1.5,2.5,3.5,12\n");
   REQUIRE(data.size() == 3);
   CHECK(data.feature_count() == 3);
   CHECK(data.label(0) == 3);
@@ -79,10 +84,7 @@ TEST_CASE("read_csv takes a label from a middle column and another delimiter") {
 }
 
 TEST_CASE("read_csv reads numbers and labels enclosed in double quotes, as csv.QUOTE_ALL writes them") {
-  TempCsv csv("\"x\",\"y\",\"label\"\n\"1.5\",\" 2\",\"1\"\n3,\"-4e1\",0\n");
-  lockstep::CsvOptions options;
-  options.header = true;
-  const lockstep::Dataset data = lockstep::read_csv(csv.path(), options);
+  const lockstep::Dataset data = read_with_header("\"x\",\"y\",\"label\"\n\"1.5\",\" 2\",\"1\"\n3,\"-4e1\",0\n");
   REQUIRE(data.size() == 2);
   CHECK(data.features(0)[0] == 1.5f);
   CHECK(data.features(0)[1] == 2.0f);
@@ -115,10 +117,7 @@ TEST_CASE("a delimiter that cannot separate numbers is an Error naming it") {
 }
 
 TEST_CASE("read_csv accepts CRLF line ends and blank lines") {
-  TempCsv csv("a,b,y\r\n1,2,0\r\n\r\n3,4,1\r\n\r\n");
-  lockstep::CsvOptions options;
-  options.header = true;
-  const lockstep::Dataset data = lockstep::read_csv(csv.path(), options);
+  const lockstep::Dataset data = read_with_header("a,b,y\r\n1,2,0\r\n\r\n3,4,1\r\n\r\n");
   REQUIRE(data.size() == 2);
   CHECK(data.features(1)[1] == 4.0f);
   CHECK(data.label(1) == 1);
@@ -161,10 +160,7 @@ TEST_CASE("a ragged row names both field counts") {
                          lockstep::Error);
   }
   SUBCASE("too many") {
-    TempCsv csv("h1,h2,h3\n1,2,0\n\n3,4,5,1\n");
-    lockstep::CsvOptions options;
-    options.header = true;
-    CHECK_THROWS_WITH_AS(lockstep::read_csv(csv.path(), options),
+    CHECK_THROWS_WITH_AS(read_with_header("h1,h2,h3\n1,2,0\n\n3,4,5,1\n"),
                          doctest::Contains("line 4, column 4: row has 4 fields, expected 3 (as in "
                                            "the first data row, line 2)"),
                          lockstep::Error);
@@ -207,10 +203,7 @@ TEST_CASE("a file without data rows is an Error") {
                          lockstep::Error);
   }
   SUBCASE("header only") {
-    TempCsv csv("a,b,label\n");
-    lockstep::CsvOptions options;
-    options.header = true;
-    CHECK_THROWS_WITH_AS(lockstep::read_csv(csv.path(), options),
+    CHECK_THROWS_WITH_AS(read_with_header("a,b,label\n"),
                          doctest::Contains("no data rows (the file is empty or holds only a header)"),
                          lockstep::Error);
   }
