@@ -1,0 +1,169 @@
+// The chain GEMM (backend/host/chain_gemm.hpp): each element of C is one
+// chain of fused multiply-adds in k order, so it equals a scalar chain bit for
+// bit, and splitting the rows, the columns or k over calls changes no bit.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lockstep/backend/host/chain_gemm.hpp"
+#include "lockstep/core/rng.hpp"
+
+namespace {
+using lockstep::host::chain_gemm;
+using lockstep::host::detail::chain_gemm_on;
+
+std::vector<float> random_matrix(std::size_t n, std::uint64_t seed) {
+  std::vector<float> m(n);
+  for (std::size_t i = 0; i < n; ++i) m[i] = 2.0f * lockstep::Philox4x32::uniform(seed, 0, i) - 1.0f;
+  return m;
+}
+
+std::size_t z(int v) { return static_cast<std::size_t>(v); }
+
+bool fused_path() { return std::string(lockstep::host::chain_gemm_path()) != "portable"; }
+
+struct Problem {
+  bool ta, tb;
+  int m, n, k;
+  std::vector<float> a, b, c0;
+  int lda() const { return ta ? m : k; }
+  int ldb() const { return tb ? k : n; }
+  float av(int i, int p) const {
+    return ta ? a[z(p) * z(m) + z(i)] : a[z(i) * z(k) + z(p)];
+  }
+  float bv(int p, int j) const {
+    return tb ? b[z(j) * z(k) + z(p)] : b[z(p) * z(n) + z(j)];
+  }
+};
+
+Problem make(bool ta, bool tb, int m, int n, int k, std::uint64_t seed) {
+  const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n), uk = static_cast<std::size_t>(k);
+  return {ta, tb, m, n, k, random_matrix(um * uk, seed), random_matrix(uk * un, seed + 1),
+          random_matrix(um * un, seed + 2)};
+}
+
+// The chain one element at a time: what every path must compute.
+std::vector<float> scalar_chain(const Problem& q, bool accumulate, bool fused) {
+  std::vector<float> c(q.c0.size());
+  for (int i = 0; i < q.m; ++i)
+    for (int j = 0; j < q.n; ++j) {
+      float acc = accumulate ? q.c0[z(i) * z(q.n) + z(j)] : 0.0f;
+      for (int p = 0; p < q.k; ++p) {
+        if (fused) {
+          acc = std::fma(q.av(i, p), q.bv(p, j), acc);
+        } else {
+          const volatile float product = q.av(i, p) * q.bv(p, j);  // rounded, as the portable path without FMA
+          acc = acc + product;
+        }
+      }
+      c[z(i) * z(q.n) + z(j)] = acc;
+    }
+  return c;
+}
+
+std::vector<float> run(const Problem& q, bool accumulate) {
+  std::vector<float> c = q.c0;
+  chain_gemm(q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(), q.b.data(), q.ldb(), accumulate, c.data(), q.n);
+  return c;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+}  // namespace
+
+TEST_CASE("chain_gemm: every element is the scalar chain of fused multiply-adds in k order, bit for bit") {
+#if defined(__FMA__)
+  const bool fused = true;  // the portable path uses std::fma too
+#else
+  const bool fused = fused_path();
+#endif
+  const std::string path = std::string("chain_gemm path: ") + lockstep::host::chain_gemm_path();
+  MESSAGE(path);
+  std::uint64_t seed = 10;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int m : {1, 13, 37})
+        for (int n : {1, 33, 70})
+          for (int k : {1, 7, 300}) {
+            const Problem q = make(ta, tb, m, n, k, seed += 3);
+            for (bool accumulate : {false, true}) {
+              CAPTURE(ta);
+              CAPTURE(tb);
+              CAPTURE(m);
+              CAPTURE(n);
+              CAPTURE(k);
+              CAPTURE(accumulate);
+              REQUIRE(same_bits(run(q, accumulate), scalar_chain(q, accumulate, fused)));
+            }
+          }
+}
+
+TEST_CASE("chain_gemm: rows, columns or k split over calls give the same bits as one call") {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const Problem q = make(ta, tb, 50, 75, 530, 7);
+      const std::vector<float> whole = run(q, false);
+      const std::size_t un = static_cast<std::size_t>(q.n);
+      // Rows 0-16 and 17-49 (a split inside a 12-row tile), as two replicas would hold them.
+      std::vector<float> rows(q.c0.size());
+      for (auto [i0, i1] : {std::pair{0, 17}, std::pair{17, 50}}) {
+        const float* a = ta ? q.a.data() + z(i0) : q.a.data() + z(i0) * z(q.k);
+        chain_gemm(ta, tb, i1 - i0, q.n, q.k, a, q.lda(), q.b.data(), q.ldb(), false, rows.data() + z(i0) * un, q.n);
+      }
+      CHECK(same_bits(rows, whole));
+      // Columns 0-40 and 41-74.
+      std::vector<float> cols(q.c0.size());
+      for (auto [j0, j1] : {std::pair{0, 41}, std::pair{41, 75}}) {
+        const float* b = tb ? q.b.data() + z(j0) * z(q.k) : q.b.data() + z(j0);
+        chain_gemm(ta, tb, q.m, j1 - j0, q.k, q.a.data(), q.lda(), b, q.ldb(), false, cols.data() + z(j0), q.n);
+      }
+      CHECK(same_bits(cols, whole));
+      // k rows 0-99, then 100-529 accumulating: a weight gradient whose batch
+      // rows are held by two replicas, the second continuing the first's chain.
+      std::vector<float> chained(q.c0.size());
+      for (auto [p0, p1] : {std::pair{0, 100}, std::pair{100, 530}}) {
+        const float* a = ta ? q.a.data() + z(p0) * z(q.m) : q.a.data() + z(p0);
+        const float* b = tb ? q.b.data() + z(p0) : q.b.data() + z(p0) * z(q.n);
+        chain_gemm(ta, tb, q.m, q.n, p1 - p0, a, q.lda(), b, q.ldb(), p0 > 0, chained.data(), q.n);
+      }
+      CHECK(same_bits(chained, whole));
+    }
+}
+
+TEST_CASE("chain_gemm: the AVX-512 and AVX2 kernels give the same bits where the CPU has both") {
+#if defined(LOCKSTEP_CHAIN_GEMM_X86)
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    MESSAGE("this CPU lacks AVX-512F, AVX2 or FMA: nothing to compare");
+    return;
+  }
+  const Problem q = make(true, false, 61, 90, 300, 21);
+  std::vector<float> wide = q.c0, narrow = q.c0;
+  using lockstep::host::detail::ChainPath;
+  using namespace lockstep::host::detail;
+  const ChainPath avx512{&chain_tile_avx512<false>, &chain_tile_avx512<true>, "avx512"};
+  const ChainPath avx2{&chain_tile_avx2<false>, &chain_tile_avx2<true>, "avx2"};
+  chain_gemm_on(avx512, q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(),
+                q.b.data(), q.ldb(), true, wide.data(), q.n);
+  chain_gemm_on(avx2, q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(),
+                q.b.data(), q.ldb(), true, narrow.data(), q.n);
+  CHECK(same_bits(wide, narrow));
+  CHECK(same_bits(wide, scalar_chain(q, true, true)));
+#else
+  MESSAGE("not an x86 build with GCC or clang: only the portable kernel exists");
+#endif
+}
+
+TEST_CASE("chain_gemm: k = 0 gives zeros, or C unchanged when accumulating; m = 0 or n = 0 touches nothing") {
+  std::vector<float> c(6, 3.0f);
+  const float dummy = 1.0f;
+  chain_gemm(false, false, 2, 3, 0, &dummy, 1, &dummy, 3, true, c.data(), 3);
+  CHECK(c == std::vector<float>(6, 3.0f));
+  chain_gemm(false, false, 0, 3, 4, &dummy, 4, &dummy, 3, false, c.data(), 3);
+  CHECK(c == std::vector<float>(6, 3.0f));
+  chain_gemm(false, false, 2, 3, 0, &dummy, 1, &dummy, 3, false, c.data(), 3);
+  CHECK(c == std::vector<float>(6, 0.0f));
+}
