@@ -36,9 +36,9 @@ builds=("$@")
 #   code (nested cmake and compiler runs) and run none of it under the
 #   sanitizer; the host suite runs them.
 # - "io: ... Python's safetensors", "observe: TensorBoard's EventAccumulator":
-#   they check file formats against Python packages, which CI does not
-#   install (they report skipped); the C++ writers they drive are covered
-#   by the io and observe suites, which do run.
+#   they check file formats against Python's readers, which the host suite
+#   runs; the C++ writers they drive are covered by the io and observe
+#   suites, which do run here.
 # - e2e and netns: they run the example, which these builds leave out to
 #   save build time (LOCKSTEP_BUILD_EXAMPLES=OFF); its training is what the
 #   train, callbacks and mpi suites run in small.

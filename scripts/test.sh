@@ -29,6 +29,7 @@ source scripts/lib/ensure-packages.sh
 mark=$SECONDS
 took() { echo "==> $1: $((SECONDS - mark)) s"; mark=$SECONDS; }
 lockstep_prepare_host_build
+lockstep_ensure_python_readers
 took "packages and configure"
 
 echo "==> [3/4] build (cmake --build --preset host -j 2)"

@@ -73,6 +73,35 @@ lockstep_ensure_conan() {
   fi
 }
 
+# Python's own readers of the files lockstep writes, for the tests that check
+# them ("io: weight files round-trip through Python's safetensors",
+# "observe: TensorBoard's EventAccumulator reads the callback's event files"):
+# safetensors, numpy and tensorboard from PyPI in .python-readers/venv (ignored
+# by git; tests/lib/reader_python.sh finds it), installed once (about 15 s
+# here). scripts/test.sh calls it, scripts/demo.sh does not. A failed install
+# only warns: those two tests then report skipped. LOCKSTEP_SKIP_PYTHON_READERS=1
+# leaves it out.
+lockstep_ensure_python_readers() {
+  local root venv
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  venv=$root/.python-readers/venv
+  [[ ${LOCKSTEP_SKIP_PYTHON_READERS:-0} == 1 ]] && return 0
+  if [[ -x $venv/bin/python ]] && "$venv/bin/python" -c 'import safetensors.numpy, numpy, tensorboard' 2>/dev/null; then
+    return 0
+  fi
+  echo "installing safetensors, numpy and tensorboard from PyPI into .python-readers/venv"
+  local start=$SECONDS
+  rm -rf "$venv"
+  if python3 -m venv "$venv" &&
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'safetensors<1' numpy 'tensorboard>=2,<3'; then
+    echo "python readers installed in $((SECONDS - start)) s"
+  else
+    echo "warning: safetensors, numpy or tensorboard could not be installed; the two tests of Python's readers" \
+      "will be skipped" >&2
+    rm -rf "$venv"
+  fi
+}
+
 # Steps 1 and 2 of both scripts: the packages, then `cmake --preset host`.
 lockstep_prepare_host_build() {
   echo "==> [1/4] packages"

@@ -2,14 +2,13 @@
 # Weight files between lockstep and Python's safetensors, both ways: Python
 # reads what lockstep wrote (Keras' names, shapes, values, metadata), writes
 # the values doubled under the same names, and lockstep loads that file.
-# Exit 77 (ctest: skipped) where python3 cannot import safetensors and numpy.
+# The Python is tests/lib/reader_python.sh's; exit 77 (ctest: skipped) where
+# it cannot import safetensors and numpy.
 set -euo pipefail
 tool=$1
-python=${PYTHON:-python3}
-if ! "$python" -c 'import safetensors.numpy, numpy' 2>/dev/null; then
-  echo "skipped: $python cannot import safetensors and numpy (pip install safetensors numpy)"
-  exit 77
-fi
+# shellcheck source=tests/lib/reader_python.sh
+source "$(dirname "$0")/../lib/reader_python.sh"
+require_modules safetensors.numpy numpy
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 "$tool" write "$dir/ours.safetensors"
