@@ -76,7 +76,7 @@ bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
 }  // namespace
 
 TEST_CASE("chain_gemm: every element is the scalar chain of fused multiply-adds in k order, bit for bit") {
-#if defined(__FMA__)
+#if defined(LOCKSTEP_CHAIN_GEMM_FUSED)
   const bool fused = true;  // the portable path uses std::fma too
 #else
   const bool fused = fused_path();

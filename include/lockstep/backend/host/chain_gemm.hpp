@@ -11,15 +11,17 @@
 // Building block for issue 18's deterministic mode: a layer's forward and
 // input gradient give each row the same bits whatever the rows per replica,
 // and a weight gradient over the global batch, in row order, is the same
-// float whichever replicas hold the rows. Not yet wired into the executors.
+// float whichever replicas hold the rows. The executors do not use it so yet.
 //
 // Paths, chosen once per process from the running CPU: AVX-512F with FMA,
 // AVX2 with FMA, or portable C++. The first two compute the same chain and give
-// the same bits. The portable path rounds each product before adding it
-// (unless the build itself targets FMA), so it agrees with them only to
-// rounding: on one machine every call takes the same path, which is what the
-// guarantee needs. Each call runs on the calling thread; callers split rows or
-// columns over threads.
+// the same bits, and so does the portable one where the build targets FMA (an
+// ARM64 build, say). Elsewhere (an x86 CPU without FMA, from before 2013) it
+// rounds each product before adding it, and agrees with them only to
+// rounding: on one machine every call takes the same path, which is what a
+// deterministic mode needs. Each call runs on the calling thread; callers
+// split rows or columns over threads. host::gemm runs it where the build has
+// no GEMM library (the `blocked` path).
 #pragma once
 
 #include <algorithm>
@@ -30,6 +32,13 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define LOCKSTEP_CHAIN_GEMM_X86 1
 #include <immintrin.h>
+#endif
+
+// Where the build targets FMA (x86 with -mfma or an -march that has it; ARM's
+// AArch64 always), the portable kernel's std::fma is one instruction and the
+// same chain as the x86 kernels': the same bits on both architectures.
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define LOCKSTEP_CHAIN_GEMM_FUSED 1
 #endif
 
 namespace lockstep::host {
@@ -61,7 +70,7 @@ struct ChainTile {
 using ChainKernel = void (*)(const ChainTile& t);
 
 // Portable: the same chain with std::fma where the build targets FMA
-// (a hardware instruction), else a rounded product added to c.
+// (LOCKSTEP_CHAIN_GEMM_FUSED), else a rounded product added to c.
 inline void chain_tile_portable(const ChainTile& t) {
   float acc[kChainMr][kChainNr];
   for (int i = 0; i < kChainMr; ++i)
@@ -71,7 +80,7 @@ inline void chain_tile_portable(const ChainTile& t) {
     const float* b = t.b + p * t.ldb;
     for (int i = 0; i < kChainMr; ++i)
       for (int j = 0; j < kChainNr; ++j)
-#if defined(__FMA__)
+#if defined(LOCKSTEP_CHAIN_GEMM_FUSED)
         acc[i][j] = std::fma(a[i * t.a_row], b[j], acc[i][j]);
 #else
         acc[i][j] = acc[i][j] + a[i * t.a_row] * b[j];

@@ -8,7 +8,10 @@
 //            (benchmarks/gemm_peak), as TensorFlow and PyTorch use it on CPUs.
 //   blas     the Fortran sgemm_ of a CPU BLAS (LOCKSTEP_HAVE_BLAS), which
 //            every BLAS exports, so no vendor header is needed.
-//   blocked  a cache-blocked kernel of ours, several times slower.
+//   blocked  lockstep's own kernels, no library: host::chain_gemm
+//            (chain_gemm.hpp: AVX-512 or AVX2 chosen at run time) for float
+//            with alpha 1 and beta 0 or 1, which is every call the layers
+//            make, else the cache-blocked loop below. One thread per call.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "lockstep/backend/host/chain_gemm.hpp"
 #include "lockstep/backend/host/gemm_threads.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -128,7 +132,10 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, 
   sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 #endif
 #else
-    detail::gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f))
+      chain_gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc);
+    else
+      detail::gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
   }
 }
