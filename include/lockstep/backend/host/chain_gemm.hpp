@@ -29,9 +29,18 @@
 #include <cstddef>
 #include <vector>
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+// nvcc compiles the x86 kernels too, so that a program's .cu and .cpp files
+// share one definition of each; only its front end does not know GCC's unroll
+// pragma (the host compiler unrolls these loops at -O3 by itself).
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define LOCKSTEP_CHAIN_GEMM_X86 1
 #include <immintrin.h>
+#endif
+#define LOCKSTEP_CHAIN_GEMM_PRAGMA(x) _Pragma(#x)
+#if defined(__CUDACC__)
+#define LOCKSTEP_CHAIN_GEMM_UNROLL(n)
+#else
+#define LOCKSTEP_CHAIN_GEMM_UNROLL(n) LOCKSTEP_CHAIN_GEMM_PRAGMA(GCC unroll n)
 #endif
 
 // Where the build targets FMA (x86 with -mfma or an -march that has it; ARM's
@@ -103,7 +112,7 @@ __attribute__((target("avx512f,fma"))) inline void chain_tile_avx512(const Chain
   const float* b = t.b;
   for (int p = 0; p < t.kc; ++p, a += t.a_step, b += t.ldb) {
     const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 12
+    LOCKSTEP_CHAIN_GEMM_UNROLL(12)
     for (int i = 0; i < kChainMr; ++i) {
       const __m512 x = _mm512_set1_ps(a[i * a_row]);
       acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
@@ -129,7 +138,7 @@ __attribute__((target("avx2,fma"))) inline void chain_tile_avx2(const ChainTile&
       const float* b = t.b + cols;
       for (int p = 0; p < t.kc; ++p, a += t.a_step, b += t.ldb) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 6
+        LOCKSTEP_CHAIN_GEMM_UNROLL(6)
         for (int i = 0; i < kRows; ++i) {
           const __m256 x = _mm256_set1_ps(a[i * a_row]);
           acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
