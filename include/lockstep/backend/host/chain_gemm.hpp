@@ -225,57 +225,61 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
   const int n_panels = (n + kChainNr - 1) / kChainNr;
   // k in equal blocks of at most kChainBlockK rows: no short last block, whose
   // C tiles would be loaded and stored for a few FMAs.
-  const int kc_max = (k + (k + kChainBlockK - 1) / kChainBlockK - 1) / ((k + kChainBlockK - 1) / kChainBlockK);
+  const int blocks = (k + kChainBlockK - 1) / kChainBlockK;
+  const int kc_max = (k + blocks - 1) / blocks;
+  const int full_rows = m - m % kChainMr;  // rows in whole 12-row tiles; A read in place there
   panels.a.resize(static_cast<std::size_t>(kc_max) * kChainMr);
-  panels.b.resize(static_cast<std::size_t>(kc_max) * kChainNr * static_cast<std::size_t>(n_panels));
+  panels.b.resize(static_cast<std::size_t>(kc_max) * kChainNr);
   panels.tile.resize(static_cast<std::size_t>(kChainMr) * kChainNr);
   for (int k0 = 0; k0 < k; k0 += kc_max) {
     const int kc = std::min(kc_max, k - k0);
     const bool load = accumulate || k0 > 0;
-    // B's panel for these k rows and 32 columns: read in place where B is
-    // stored by rows and the panel is whole, else copied and padded with
-    // zeros past column n.
-    auto in_place = [&](int panel) { return !trans_b && (panel + 1) * kChainNr <= n; };
-    for (int panel = 0; panel < n_panels; ++panel) {
-      if (in_place(panel)) continue;
-      float* bp = panels.b.data() + static_cast<std::ptrdiff_t>(panel) * kc * kChainNr;
-      const int j0 = panel * kChainNr, width = std::min(kChainNr, n - j0);
-      for (int p = 0; p < kc; ++p) {
-        float* row = bp + static_cast<std::ptrdiff_t>(p) * kChainNr;
-        for (int j = 0; j < width && !trans_b; ++j) row[j] = b[static_cast<std::ptrdiff_t>(k0 + p) * ldb + j0 + j];
-        std::fill(row + width, row + kChainNr, 0.0f);
-      }
-      for (int j = 0; j < width && trans_b; ++j) {  // along B's stored rows
-        const float* column = b + static_cast<std::ptrdiff_t>(j0 + j) * ldb + k0;
-        for (int p = 0; p < kc; ++p) bp[p * kChainNr + j] = column[p];
-      }
+    // The last rows, if m is not a multiple of 12: a copy of A's for these k
+    // rows, padded with zero rows, shared by every B panel below.
+    if (full_rows < m) {
+      const int height = m - full_rows;
+      for (int p = 0; p < kc; ++p)
+        for (int i = 0; i < kChainMr; ++i)
+          panels.a[static_cast<std::size_t>(p * kChainMr + i)] =
+              i >= height ? 0.0f
+              : trans_a   ? a[static_cast<std::ptrdiff_t>(k0 + p) * lda + full_rows + i]
+                          : a[static_cast<std::ptrdiff_t>(full_rows + i) * lda + k0 + p];
     }
-    // Each B panel (kept in L1) meets every 12 rows of A (streamed from L2).
+    // Each B panel, these k rows and 32 columns (kept in L1), meets every 12
+    // rows of A (streamed from L2).
     for (int panel = 0; panel < n_panels; ++panel) {
       const int j0 = panel * kChainNr, width = std::min(kChainNr, n - j0);
       ChainTile t{};
-      t.b = in_place(panel) ? b + static_cast<std::ptrdiff_t>(k0) * ldb + j0
-                            : panels.b.data() + static_cast<std::ptrdiff_t>(panel) * kc * kChainNr;
-      t.ldb = in_place(panel) ? ldb : kChainNr;
       t.kc = kc;
       t.load = load;
+      if (!trans_b && width == kChainNr) {  // read in place: B stored by rows, a whole panel
+        t.b = b + static_cast<std::ptrdiff_t>(k0) * ldb + j0;
+        t.ldb = ldb;
+      } else {  // copied, padded with zeros past column n
+        float* bp = panels.b.data();
+        for (int p = 0; p < kc; ++p) {
+          float* row = bp + static_cast<std::ptrdiff_t>(p) * kChainNr;
+          for (int j = 0; j < width && !trans_b; ++j) row[j] = b[static_cast<std::ptrdiff_t>(k0 + p) * ldb + j0 + j];
+          std::fill(row + width, row + kChainNr, 0.0f);
+        }
+        for (int j = 0; j < width && trans_b; ++j) {  // along B's stored rows
+          const float* column = b + static_cast<std::ptrdiff_t>(j0 + j) * ldb + k0;
+          for (int p = 0; p < kc; ++p) bp[p * kChainNr + j] = column[p];
+        }
+        t.b = bp;
+        t.ldb = kChainNr;
+      }
       for (int i0 = 0; i0 < m; i0 += kChainMr) {
         const int height = std::min(kChainMr, m - i0);
         ChainKernel kernel = path.adjacent;
-        if (height == kChainMr) {  // A in place
+        if (i0 < full_rows) {  // A in place
           t.a = trans_a ? a + static_cast<std::ptrdiff_t>(k0) * lda + i0
                         : a + static_cast<std::ptrdiff_t>(i0) * lda + k0;
           t.a_step = trans_a ? lda : 1;
           t.a_row = trans_a ? 1 : lda;
           if (!trans_a) kernel = path.apart;
-        } else {  // the last rows: a copy padded with zero rows
-          float* ap = panels.a.data();
-          for (int p = 0; p < kc; ++p)
-            for (int i = 0; i < kChainMr; ++i)
-              ap[p * kChainMr + i] = i >= height ? 0.0f
-                                     : trans_a   ? a[static_cast<std::ptrdiff_t>(k0 + p) * lda + i0 + i]
-                                                 : a[static_cast<std::ptrdiff_t>(i0 + i) * lda + k0 + p];
-          t.a = ap;
+        } else {  // the last rows' copy
+          t.a = panels.a.data();
           t.a_step = kChainMr;
           t.a_row = 1;
         }
