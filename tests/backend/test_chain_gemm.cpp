@@ -9,17 +9,13 @@
 #include <vector>
 
 #include "lockstep/backend/host/chain_gemm.hpp"
-#include "lockstep/core/rng.hpp"
+#include "random_matrix.hpp"
 
 namespace {
 using lockstep::host::chain_gemm;
 using lockstep::host::detail::chain_gemm_on;
 
-std::vector<float> random_matrix(std::size_t n, std::uint64_t seed) {
-  std::vector<float> m(n);
-  for (std::size_t i = 0; i < n; ++i) m[i] = 2.0f * lockstep::Philox4x32::uniform(seed, 0, i) - 1.0f;
-  return m;
-}
+using lockstep::testing::random_matrix;
 
 std::size_t z(int v) { return static_cast<std::size_t>(v); }
 

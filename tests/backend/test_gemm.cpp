@@ -10,14 +10,10 @@
 #include <vector>
 
 #include "lockstep/backend/host/gemm.hpp"
-#include "lockstep/core/rng.hpp"
+#include "random_matrix.hpp"
 
 namespace {
-std::vector<float> random_matrix(std::size_t n, std::uint64_t seed) {
-  std::vector<float> m(n);
-  for (std::size_t i = 0; i < n; ++i) m[i] = 2.0f * lockstep::Philox4x32::uniform(seed, 0, i) - 1.0f;
-  return m;
-}
+using lockstep::testing::random_matrix;
 
 template <class Gemm>
 void check_gemm(Gemm gemm, bool ta, bool tb, int m, int n, int k, float beta) {
