@@ -45,14 +45,13 @@
 #include "lockstep/collective/reduction_to_one_device.cuh"
 #endif
 
+#include "median.hpp"
+
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kGradientCount = 203530;  // the fashion_mnist model's parameters
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using lockstep::bench::median;
 
 void report(const char* collective, int n, std::size_t count, double seconds) {
   const double bytes = static_cast<double>(count) * sizeof(float);

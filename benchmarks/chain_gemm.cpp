@@ -15,6 +15,7 @@
 #include <lockstep/lockstep.hpp>
 
 #include "gemm_timing.hpp"
+#include "median.hpp"
 
 namespace {
 // host::gemm's signature, for gemm_timing's function pointer: alpha 1 and beta 0 only.
@@ -23,10 +24,7 @@ void chain_as_gemm(bool ta, bool tb, int m, int n, int k, float, const float* a,
   lockstep::host::chain_gemm(ta, tb, m, n, k, a, lda, b, ldb, beta != 0.0f, c, ldc);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using lockstep::bench::median;
 }  // namespace
 
 int main(int argc, char** argv) {
