@@ -82,8 +82,8 @@ TEST_CASE("chain_gemm: every element is the scalar chain of fused multiply-adds 
   std::uint64_t seed = 10;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (int m : {1, 13, 37})
-        for (int n : {1, 33, 70})
+      for (int m : {1, 13, 23, 37})
+        for (int n : {1, 16, 17, 33, 70})
           for (int k : {1, 7, 300}) {
             const Problem q = make(ta, tb, m, n, k, seed += 3);
             for (bool accumulate : {false, true}) {
@@ -136,18 +136,26 @@ TEST_CASE("chain_gemm: the AVX-512 and AVX2 kernels give the same bits where the
     MESSAGE("this CPU lacks AVX-512F, AVX2 or FMA: nothing to compare");
     return;
   }
-  const Problem q = make(true, false, 61, 90, 300, 21);
-  std::vector<float> wide = q.c0, narrow = q.c0;
-  using lockstep::host::detail::ChainPath;
-  using namespace lockstep::host::detail;
-  const ChainPath avx512{&chain_tile_avx512<false>, &chain_tile_avx512<true>, "avx512"};
-  const ChainPath avx2{&chain_tile_avx2<false>, &chain_tile_avx2<true>, "avx2"};
-  chain_gemm_on(avx512, q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(),
-                q.b.data(), q.ldb(), true, wide.data(), q.n);
-  chain_gemm_on(avx2, q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(),
-                q.b.data(), q.ldb(), true, narrow.data(), q.n);
-  CHECK(same_bits(wide, narrow));
-  CHECK(same_bits(wide, scalar_chain(q, true, true)));
+  using lockstep::host::detail::chain_path_named;
+  const auto avx512 = chain_path_named("avx512"), avx2 = chain_path_named("avx2");
+  // Wide tiles (90 columns), narrow ones (10), and 61 rows: whole tiles and
+  // every smaller tile down to one row.
+  std::uint64_t seed = 21;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int n : {10, 90}) {
+        const Problem q = make(ta, tb, 61, n, 300, seed += 3);
+        std::vector<float> wide = q.c0, narrow = q.c0;
+        chain_gemm_on(avx512, q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(), q.b.data(), q.ldb(), true, wide.data(),
+                      q.n);
+        chain_gemm_on(avx2, q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(), q.b.data(), q.ldb(), true, narrow.data(),
+                      q.n);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CAPTURE(n);
+        CHECK(same_bits(wide, narrow));
+        CHECK(same_bits(wide, scalar_chain(q, true, true)));
+      }
 #else
   MESSAGE("not an x86 build with GCC or clang: only the portable kernel exists");
 #endif

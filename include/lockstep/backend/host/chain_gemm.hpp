@@ -25,8 +25,12 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 // nvcc compiles the x86 kernels too, so that a program's .cu and .cpp files
@@ -54,18 +58,18 @@ namespace lockstep::host {
 
 namespace detail {
 
-// The k rows packed per pass: a 12 x 256 panel of A and a 256 x 32 one of B
-// stay in L1 and L2 while a tile of C lives in registers.
+// The k rows per pass: a B panel of these rows (32 KB) stays in L1 while the
+// tiles of C down it, each in registers, stream their rows of A from L2.
 inline constexpr int kChainBlockK = 256;
 
-// A tile of C: kChainMr x kChainNr. Every path has the same tile so that the
-// driver is shared; only the kernel differs.
-inline constexpr int kChainMr = 12, kChainNr = 32;
+// Tiles of C, in registers: kChainMr rows by two vectors of 16 columns, or,
+// for outputs at most 16 wide, twice the rows by one vector. The last rows of
+// C, fewer than a tile's, run in tiles of 16, 8, 4, 2 and 1 rows, so that no
+// row is padded; the last columns run on a zero-padded copy of C.
+inline constexpr int kChainMr = 12, kChainLanes = 16;
 
-// The operands of one tile, read in place where their layout allows (no
-// packing: it cost more than the FMAs on a 10-column layer) and from padded
-// copies at the edges. A's element (i, p) is at a[p * a_step + i * a_row]; B's
-// row p, kChainNr floats, at b + p * ldb.
+// The operands of one tile. A's element (i, p) is at a[p * a_step + i * a_row],
+// read in place; B's row p, 16 * vecs floats, at b + p * ldb.
 struct ChainTile {
   const float* a;
   std::ptrdiff_t a_step, a_row;
@@ -74,98 +78,166 @@ struct ChainTile {
   float* c;
   std::ptrdiff_t ldc;
   int kc;
-  bool load;  // start from C, else from +0
+  int rows, vecs;  // the tile's shape: rows by 16 * vecs
+  bool load;       // start from C, else from +0
 };
 using ChainKernel = void (*)(const ChainTile& t);
 
 // Portable: the same chain with std::fma where the build targets FMA
 // (LOCKSTEP_CHAIN_GEMM_FUSED), else a rounded product added to c.
-inline void chain_tile_portable(const ChainTile& t) {
-  float acc[kChainMr][kChainNr];
-  for (int i = 0; i < kChainMr; ++i)
-    for (int j = 0; j < kChainNr; ++j) acc[i][j] = t.load ? t.c[i * t.ldc + j] : 0.0f;
-  for (int p = 0; p < t.kc; ++p) {
-    const float* a = t.a + p * t.a_step;
-    const float* b = t.b + p * t.ldb;
-    for (int i = 0; i < kChainMr; ++i)
-      for (int j = 0; j < kChainNr; ++j)
-#if defined(LOCKSTEP_CHAIN_GEMM_FUSED)
-        acc[i][j] = std::fma(a[i * t.a_row], b[j], acc[i][j]);
-#else
-        acc[i][j] = acc[i][j] + a[i * t.a_row] * b[j];
-#endif
+struct ChainPortable {
+  template <int Rows, int Vecs, bool RowsApart>
+  static void tile(const ChainTile& t) {
+    any(t);
   }
-  for (int i = 0; i < kChainMr; ++i)
-    for (int j = 0; j < kChainNr; ++j) t.c[i * t.ldc + j] = acc[i][j];
-}
+  static void any(const ChainTile& t) {
+    float acc[2 * kChainMr][2 * kChainLanes];
+    const int cols = kChainLanes * t.vecs;
+    for (int i = 0; i < t.rows; ++i)
+      for (int j = 0; j < cols; ++j) acc[i][j] = t.load ? t.c[i * t.ldc + j] : 0.0f;
+    for (int p = 0; p < t.kc; ++p) {
+      const float* a = t.a + p * t.a_step;
+      const float* b = t.b + p * t.ldb;
+      for (int i = 0; i < t.rows; ++i)
+        for (int j = 0; j < cols; ++j)
+#if defined(LOCKSTEP_CHAIN_GEMM_FUSED)
+          acc[i][j] = std::fma(a[i * t.a_row], b[j], acc[i][j]);
+#else
+          acc[i][j] = acc[i][j] + a[i * t.a_row] * b[j];
+#endif
+    }
+    for (int i = 0; i < t.rows; ++i)
+      for (int j = 0; j < cols; ++j) t.c[i * t.ldc + j] = acc[i][j];
+  }
+};
 
 #if defined(LOCKSTEP_CHAIN_GEMM_X86)
-// 24 accumulators of 16 floats: two per row of the tile. RowsApart: A's rows
-// are a_row floats apart (A not transposed, read in place), else adjacent.
-template <bool RowsApart>
-__attribute__((target("avx512f,fma"))) inline void chain_tile_avx512(const ChainTile& t) {
-  __m512 acc[kChainMr][2];
-  for (int i = 0; i < kChainMr; ++i)
-    for (int v = 0; v < 2; ++v) acc[i][v] = t.load ? _mm512_loadu_ps(t.c + i * t.ldc + 16 * v) : _mm512_setzero_ps();
-  const std::ptrdiff_t a_row = RowsApart ? t.a_row : 1;
-  const float* a = t.a;
-  const float* b = t.b;
-  for (int p = 0; p < t.kc; ++p, a += t.a_step, b += t.ldb) {
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-    LOCKSTEP_CHAIN_GEMM_UNROLL(12)
-    for (int i = 0; i < kChainMr; ++i) {
-      const __m512 x = _mm512_set1_ps(a[i * a_row]);
-      acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
+// Up to 24 accumulators of 16 floats, Vecs per row. RowsApart: A's rows are
+// a_row floats apart (A not transposed, read in place), else adjacent.
+struct ChainAvx512 {
+  template <int Rows, int Vecs, bool RowsApart>
+  __attribute__((target("avx512f,fma"))) static void tile(const ChainTile& t) {
+    __m512 acc[std::size_t{Rows}][std::size_t{Vecs}];
+    for (int i = 0; i < Rows; ++i)
+      for (int v = 0; v < Vecs; ++v)
+        acc[i][v] = t.load ? _mm512_loadu_ps(t.c + i * t.ldc + 16 * v) : _mm512_setzero_ps();
+    const std::ptrdiff_t a_row = RowsApart ? t.a_row : 1;
+    const float* a = t.a;
+    const float* b = t.b;
+    for (int p = 0; p < t.kc; ++p, a += t.a_step, b += t.ldb) {
+      __m512 bv[std::size_t{Vecs}];
+      if constexpr (!RowsApart) {
+        // A transposed: its rows for one k are adjacent, its k rows lda
+        // floats apart, often more than the 2 KB the L1 stride prefetcher
+        // follows (784 inputs: 3 KB). Fetch them 8 steps ahead.
+        _mm_prefetch(reinterpret_cast<const char*>(a + 8 * t.a_step), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(a + 8 * t.a_step + Rows - 1), _MM_HINT_T0);
+      }
+      for (int v = 0; v < Vecs; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+      LOCKSTEP_CHAIN_GEMM_UNROLL(24)
+      for (int i = 0; i < Rows; ++i) {
+        const __m512 x = _mm512_set1_ps(a[i * a_row]);
+        for (int v = 0; v < Vecs; ++v) acc[i][v] = _mm512_fmadd_ps(x, bv[v], acc[i][v]);
+      }
+    }
+    for (int i = 0; i < Rows; ++i)
+      for (int v = 0; v < Vecs; ++v) _mm512_storeu_ps(t.c + i * t.ldc + 16 * v, acc[i][v]);
+  }
+};
+
+// 16 registers: the tile in blocks of up to 6 rows by 16 columns, 12
+// accumulators of 8 floats each; the tile's shape at run time.
+struct ChainAvx2 {
+  template <int Rows, bool RowsApart>
+  __attribute__((target("avx2,fma"))) static void block(const ChainTile& t, int row0, int col0) {
+    const std::ptrdiff_t a_row = RowsApart ? t.a_row : 1;
+    float* c = t.c + row0 * t.ldc + col0;
+    __m256 acc[std::size_t{Rows}][2];
+    for (int i = 0; i < Rows; ++i)
+      for (int v = 0; v < 2; ++v) acc[i][v] = t.load ? _mm256_loadu_ps(c + i * t.ldc + 8 * v) : _mm256_setzero_ps();
+    const float* a = t.a + row0 * a_row;
+    const float* b = t.b + col0;
+    for (int p = 0; p < t.kc; ++p, a += t.a_step, b += t.ldb) {
+      const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+      LOCKSTEP_CHAIN_GEMM_UNROLL(6)
+      for (int i = 0; i < Rows; ++i) {
+        const __m256 x = _mm256_set1_ps(a[i * a_row]);
+        acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
+      }
+    }
+    for (int i = 0; i < Rows; ++i)
+      for (int v = 0; v < 2; ++v) _mm256_storeu_ps(c + i * t.ldc + 8 * v, acc[i][v]);
+  }
+
+  template <bool RowsApart>
+  static void any(const ChainTile& t) {
+    for (int col0 = 0; col0 < kChainLanes * t.vecs; col0 += kChainLanes) {
+      int row0 = 0;
+      for (; row0 + 6 <= t.rows; row0 += 6) block<6, RowsApart>(t, row0, col0);
+      for (int rows : {4, 2, 1})  // the rest, as the tile's rows are: 4 + 2 + 1 at most
+        if (row0 + rows <= t.rows) {
+          if (rows == 4) block<4, RowsApart>(t, row0, col0);
+          if (rows == 2) block<2, RowsApart>(t, row0, col0);
+          if (rows == 1) block<1, RowsApart>(t, row0, col0);
+          row0 += rows;
+        }
     }
   }
-  for (int i = 0; i < kChainMr; ++i)
-    for (int v = 0; v < 2; ++v) _mm512_storeu_ps(t.c + i * t.ldc + 16 * v, acc[i][v]);
-}
-
-// 16 registers: the 12 x 32 tile as 6 x 16 quarters, 12 accumulators of 8.
-template <bool RowsApart>
-__attribute__((target("avx2,fma"))) inline void chain_tile_avx2(const ChainTile& t) {
-  constexpr int kRows = 6;
-  const std::ptrdiff_t a_row = RowsApart ? t.a_row : 1;
-  for (int half = 0; half < kChainMr / kRows; ++half)
-    for (int cols = 0; cols < kChainNr; cols += 16) {
-      __m256 acc[kRows][2];
-      float* c = t.c + half * kRows * t.ldc + cols;
-      for (int i = 0; i < kRows; ++i)
-        for (int v = 0; v < 2; ++v) acc[i][v] = t.load ? _mm256_loadu_ps(c + i * t.ldc + 8 * v) : _mm256_setzero_ps();
-      const float* a = t.a + half * kRows * a_row;
-      const float* b = t.b + cols;
-      for (int p = 0; p < t.kc; ++p, a += t.a_step, b += t.ldb) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        LOCKSTEP_CHAIN_GEMM_UNROLL(6)
-        for (int i = 0; i < kRows; ++i) {
-          const __m256 x = _mm256_set1_ps(a[i * a_row]);
-          acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
-          acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
-        }
-      }
-      for (int i = 0; i < kRows; ++i)
-        for (int v = 0; v < 2; ++v) _mm256_storeu_ps(c + i * t.ldc + 8 * v, acc[i][v]);
-    }
-}
+  template <int Rows, int Vecs, bool RowsApart>
+  static void tile(const ChainTile& t) {
+    any<RowsApart>(t);
+  }
+};
 #endif
 
-// A path: its kernel for A's rows adjacent (packed, or A transposed) and for
-// A's rows apart (A read in place by rows).
+// A path's kernels for the tile shapes the driver runs: [RowsApart][rows],
+// from an instruction set's tile<Rows, Vecs, RowsApart>; empty elsewhere.
+inline constexpr int kChainWideRows[] = {12, 8, 4, 2, 1}, kChainNarrowRows[] = {24, 16, 8, 4, 2, 1};
+struct ChainKernels {
+  std::array<ChainKernel, kChainMr + 1> wide[2];       // 32 columns
+  std::array<ChainKernel, 2 * kChainMr + 1> narrow[2];  // 16 columns
+};
+
+template <class Isa, int Vecs, bool RowsApart, const auto& Counts, std::size_t... I>
+constexpr auto chain_kernels_by_rows(std::index_sequence<I...>) {
+  std::array<ChainKernel, Counts[0] + 1> by_rows{};
+  ((by_rows[Counts[I]] = &Isa::template tile<Counts[I], Vecs, RowsApart>), ...);
+  return by_rows;
+}
+
+template <class Isa>
+constexpr ChainKernels chain_kernels_of() {
+  constexpr auto wide = std::make_index_sequence<std::size(kChainWideRows)>{};
+  constexpr auto narrow = std::make_index_sequence<std::size(kChainNarrowRows)>{};
+  return {{chain_kernels_by_rows<Isa, 2, false, kChainWideRows>(wide),
+           chain_kernels_by_rows<Isa, 2, true, kChainWideRows>(wide)},
+          {chain_kernels_by_rows<Isa, 1, false, kChainNarrowRows>(narrow),
+           chain_kernels_by_rows<Isa, 1, true, kChainNarrowRows>(narrow)}};
+}
+
 struct ChainPath {
-  ChainKernel adjacent, apart;
+  ChainKernels kernels;
   const char* name;
 };
+
+// A path by name: "avx512", "avx2" or "portable" (the tests compare them).
+inline ChainPath chain_path_named(const char* name) {
+#if defined(LOCKSTEP_CHAIN_GEMM_X86)
+  if (std::string_view(name) == "avx512") return {chain_kernels_of<ChainAvx512>(), "avx512"};
+  if (std::string_view(name) == "avx2") return {chain_kernels_of<ChainAvx2>(), "avx2"};
+#endif
+  return {chain_kernels_of<ChainPortable>(), "portable"};
+}
 
 inline ChainPath chain_path_for_this_cpu() {
 #if defined(LOCKSTEP_CHAIN_GEMM_X86)
   __builtin_cpu_init();
   const bool fma = __builtin_cpu_supports("fma");
-  if (fma && __builtin_cpu_supports("avx512f")) return {&chain_tile_avx512<false>, &chain_tile_avx512<true>, "avx512"};
-  if (fma && __builtin_cpu_supports("avx2")) return {&chain_tile_avx2<false>, &chain_tile_avx2<true>, "avx2"};
+  if (fma && __builtin_cpu_supports("avx512f")) return chain_path_named("avx512");
+  if (fma && __builtin_cpu_supports("avx2")) return chain_path_named("avx2");
 #endif
-  return {&chain_tile_portable, &chain_tile_portable, "portable"};
+  return chain_path_named("portable");
 }
 
 inline const ChainPath& chain_path() {
@@ -173,9 +245,9 @@ inline const ChainPath& chain_path() {
   return path;
 }
 
-// The packing buffers of the calling thread, reused between calls.
+// The buffers of the calling thread, reused between calls.
 struct ChainPanels {
-  std::vector<float> a, b, tile, transposed;
+  std::vector<float> b, tile, transposed;
 };
 inline ChainPanels& chain_panels() {
   thread_local ChainPanels panels;
@@ -201,12 +273,11 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
     return;
   }
   ChainPanels& panels = chain_panels();
-  if (n < kChainNr && m > n && trans_a) {
-    // Few columns (a 10-class output layer) would fill a third of each tile:
-    // compute C^T = op(B)^T op(A)^T instead, whose rows are C's columns. The
-    // chains are the same, since fma(x, y, c) and fma(y, x, c) are one float.
-    // Only where A is transposed, so that op(A)^T is read in place: copying it
-    // costs more than the idle lanes.
+  if (n < 2 * kChainLanes && m > n && trans_a) {
+    // Few columns (a 10-class output layer) would leave lanes of each tile
+    // idle: compute C^T = op(B)^T op(A)^T instead, whose rows are C's columns.
+    // The chains are the same, since fma(x, y, c) and fma(y, x, c) are one
+    // float. Only where A is transposed, so that op(A)^T is read in place.
     std::vector<float> t;
     t.swap(panels.transposed);  // the call below may use the panels again
     t.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(n));
@@ -222,86 +293,74 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
     t.swap(panels.transposed);
     return;
   }
-  const int n_panels = (n + kChainNr - 1) / kChainNr;
+  const bool narrow = n <= kChainLanes;
+  const int nr = narrow ? kChainLanes : 2 * kChainLanes, mr = narrow ? 2 * kChainMr : kChainMr;
+  const ChainKernel* kernels = narrow ? path.kernels.narrow[!trans_a].data() : path.kernels.wide[!trans_a].data();
+  const int n_panels = (n + nr - 1) / nr;
   // k in equal blocks of at most kChainBlockK rows: no short last block, whose
   // C tiles would be loaded and stored for a few FMAs.
   const int blocks = (k + kChainBlockK - 1) / kChainBlockK;
   const int kc_max = (k + blocks - 1) / blocks;
-  const int full_rows = m - m % kChainMr;  // rows in whole 12-row tiles; A read in place there
-  panels.a.resize(static_cast<std::size_t>(kc_max) * kChainMr);
-  panels.b.resize(static_cast<std::size_t>(kc_max) * kChainNr);
-  panels.tile.resize(static_cast<std::size_t>(kChainMr) * kChainNr);
+  panels.b.resize(static_cast<std::size_t>(kc_max) * static_cast<std::size_t>(nr));
+  panels.tile.resize(static_cast<std::size_t>(mr) * static_cast<std::size_t>(nr));
   for (int k0 = 0; k0 < k; k0 += kc_max) {
     const int kc = std::min(kc_max, k - k0);
     const bool load = accumulate || k0 > 0;
-    // The last rows, if m is not a multiple of 12: a copy of A's for these k
-    // rows, padded with zero rows, shared by every B panel below.
-    if (full_rows < m) {
-      const int height = m - full_rows;
-      for (int p = 0; p < kc; ++p)
-        for (int i = 0; i < kChainMr; ++i)
-          panels.a[static_cast<std::size_t>(p * kChainMr + i)] =
-              i >= height ? 0.0f
-              : trans_a   ? a[static_cast<std::ptrdiff_t>(k0 + p) * lda + full_rows + i]
-                          : a[static_cast<std::ptrdiff_t>(full_rows + i) * lda + k0 + p];
-    }
-    // Each B panel, these k rows and 32 columns (kept in L1), meets every 12
-    // rows of A (streamed from L2).
+    // Each B panel, these k rows and nr columns (kept in L1), meets every
+    // mr rows of A (streamed from L2).
     for (int panel = 0; panel < n_panels; ++panel) {
-      const int j0 = panel * kChainNr, width = std::min(kChainNr, n - j0);
+      const int j0 = panel * nr, width = std::min(nr, n - j0);
       ChainTile t{};
       t.kc = kc;
       t.load = load;
-      if (!trans_b && width == kChainNr) {  // read in place: B stored by rows, a whole panel
+      if (!trans_b && width == nr && m <= mr) {  // one tile: read in place
         t.b = b + static_cast<std::ptrdiff_t>(k0) * ldb + j0;
         t.ldb = ldb;
-      } else {  // copied, padded with zeros past column n
+      } else {
+        // Copied, padded with zeros past column n: read by several tiles, the
+        // copy's rows are adjacent in L1 rather than ldb apart (a stride of
+        // 1 KB, as for 256 columns, would map them to a few cache sets).
         float* bp = panels.b.data();
         for (int p = 0; p < kc; ++p) {
-          float* row = bp + static_cast<std::ptrdiff_t>(p) * kChainNr;
-          for (int j = 0; j < width && !trans_b; ++j) row[j] = b[static_cast<std::ptrdiff_t>(k0 + p) * ldb + j0 + j];
-          std::fill(row + width, row + kChainNr, 0.0f);
+          float* row = bp + static_cast<std::ptrdiff_t>(p) * nr;
+          if (!trans_b) std::copy_n(b + static_cast<std::ptrdiff_t>(k0 + p) * ldb + j0, width, row);
+          std::fill(row + width, row + nr, 0.0f);
         }
         for (int j = 0; j < width && trans_b; ++j) {  // along B's stored rows
           const float* column = b + static_cast<std::ptrdiff_t>(j0 + j) * ldb + k0;
-          for (int p = 0; p < kc; ++p) bp[p * kChainNr + j] = column[p];
+          for (int p = 0; p < kc; ++p) bp[p * nr + j] = column[p];
         }
         t.b = bp;
-        t.ldb = kChainNr;
+        t.ldb = nr;
       }
-      for (int i0 = 0; i0 < m; i0 += kChainMr) {
-        const int height = std::min(kChainMr, m - i0);
-        ChainKernel kernel = path.adjacent;
-        if (i0 < full_rows) {  // A in place
-          t.a = trans_a ? a + static_cast<std::ptrdiff_t>(k0) * lda + i0
-                        : a + static_cast<std::ptrdiff_t>(i0) * lda + k0;
-          t.a_step = trans_a ? lda : 1;
-          t.a_row = trans_a ? 1 : lda;
-          if (!trans_a) kernel = path.apart;
-        } else {  // the last rows' copy
-          t.a = panels.a.data();
-          t.a_step = kChainMr;
-          t.a_row = 1;
-        }
+      t.a_step = trans_a ? lda : 1;
+      t.a_row = trans_a ? 1 : lda;
+      t.vecs = nr / kChainLanes;
+      // Whole tiles, then the rest of the rows in tiles of 16, 8, 4, 2 and 1.
+      const int* row_counts = narrow ? kChainNarrowRows : kChainWideRows;
+      for (int i0 = 0, r = 0; i0 < m;) {
+        while (i0 + row_counts[r] > m) ++r;
+        const int height = row_counts[r];
+        t.rows = height;
+        t.a = trans_a ? a + static_cast<std::ptrdiff_t>(k0) * lda + i0 : a + static_cast<std::ptrdiff_t>(i0) * lda + k0;
         float* ct = c + static_cast<std::ptrdiff_t>(i0) * ldc + j0;
-        if (height == kChainMr && width == kChainNr) {
+        i0 += height;
+        if (width == nr) {
           t.c = ct;
           t.ldc = ldc;
-          kernel(t);
+          kernels[height](t);
           continue;
         }
-        // An edge tile runs the same kernel on a padded copy of C, so its
-        // elements take exactly the chain of a full tile's.
+        // The last columns run on a zero-padded copy of C: the same chains.
         float* tile = panels.tile.data();
-        for (int i = 0; i < kChainMr; ++i)
-          for (int j = 0; j < kChainNr; ++j)
-            tile[i * kChainNr + j] =
-                load && i < height && j < width ? ct[static_cast<std::ptrdiff_t>(i) * ldc + j] : 0.0f;
-        t.c = tile;
-        t.ldc = kChainNr;
-        kernel(t);
         for (int i = 0; i < height; ++i)
-          std::copy(tile + i * kChainNr, tile + i * kChainNr + width, ct + static_cast<std::ptrdiff_t>(i) * ldc);
+          for (int j = 0; j < nr; ++j)
+            tile[i * nr + j] = load && j < width ? ct[static_cast<std::ptrdiff_t>(i) * ldc + j] : 0.0f;
+        t.c = tile;
+        t.ldc = nr;
+        kernels[height](t);
+        for (int i = 0; i < height; ++i)
+          std::copy(tile + i * nr, tile + i * nr + width, ct + static_cast<std::ptrdiff_t>(i) * ldc);
       }
     }
   }
