@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lockstep/backend/host/chain_gemm.hpp"
+#include "lockstep/backend/host/chain_gemm_threads.hpp"
 #include "random_matrix.hpp"
 
 namespace {
@@ -170,4 +172,41 @@ TEST_CASE("chain_gemm: k = 0 gives zeros, or C unchanged when accumulating; m = 
   CHECK(c == std::vector<float>(6, 3.0f));
   chain_gemm(false, false, 2, 3, 0, &dummy, 1, &dummy, 3, false, c.data(), 3);
   CHECK(c == std::vector<float>(6, 0.0f));
+}
+
+TEST_CASE("chain_gemm_threads: 1, 2 or 3 threads give the same bits, by columns and by rows, denormals flushed or not") {
+  using lockstep::host::chain_gemm_threads;
+  auto threaded = [](const Problem& q, int threads) {
+    std::vector<float> c = q.c0;
+    chain_gemm_threads(threads, q.ta, q.tb, q.m, q.n, q.k, q.a.data(), q.lda(), q.b.data(), q.ldb(), true, c.data(),
+                       q.n);
+    return c;
+  };
+  // 200 x 300 splits its columns, 300 x 70 its rows (both above the split's 4 MFLOP).
+  for (auto [m, n, k] : {std::tuple{200, 300, 100}, std::tuple{300, 70, 150}})
+    for (bool ta : {false, true}) {
+      const Problem q = make(ta, !ta, m, n, k, 40);
+      const std::vector<float> one = threaded(q, 1);
+      CAPTURE(m);
+      CAPTURE(ta);
+      CHECK(same_bits(one, run(q, true)));
+      CHECK(same_bits(threaded(q, 2), one));
+      CHECK(same_bits(threaded(q, 3), one));
+    }
+  // Products of 1e-20 and 1e-20 are denormal: flushed on the calling thread,
+  // so they must be on the helpers too, or part of C would differ.
+  Problem tiny = make(false, false, 200, 300, 100, 50);
+  for (float& v : tiny.a) v *= 1e-20f;
+  for (float& v : tiny.b) v *= 1e-20f;
+  for (float& v : tiny.c0) v = 0.0f;
+  const std::vector<float> kept = threaded(tiny, 2);
+  std::vector<float> flushed_one, flushed_two;
+  {
+    const lockstep::host::ScopedFlushDenormals flush;
+    flushed_one = threaded(tiny, 1);
+    flushed_two = threaded(tiny, 2);
+  }
+  CHECK(same_bits(kept, threaded(tiny, 1)));
+  CHECK(same_bits(flushed_two, flushed_one));
+  CHECK_FALSE(same_bits(flushed_one, kept));  // the flush did change something
 }

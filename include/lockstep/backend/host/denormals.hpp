@@ -16,6 +16,19 @@
 
 namespace lockstep::host {
 
+// Whether the calling thread flushes denormals now (both FTZ and DAZ on x86).
+inline bool flushing_denormals() {
+#if defined(LOCKSTEP_HAVE_MXCSR)
+  return (_mm_getcsr() & 0x8040u) == 0x8040u;
+#elif defined(__aarch64__)
+  unsigned long fpcr = 0;
+  __asm__ __volatile__("mrs %0, fpcr" : "=r"(fpcr));
+  return (fpcr & (1ul << 24)) != 0;
+#else
+  return false;
+#endif
+}
+
 class ScopedFlushDenormals {
  public:
   explicit ScopedFlushDenormals(bool enable = true) {

@@ -11,7 +11,8 @@
 //   blocked  lockstep's own kernels, no library: host::chain_gemm
 //            (chain_gemm.hpp: AVX-512 or AVX2 chosen at run time) for float
 //            with alpha 1 and beta 0 or 1, which is every call the layers
-//            make, else the cache-blocked loop below. One thread per call.
+//            make, on the calling thread's GEMM threads (chain_gemm_threads.hpp:
+//            the same bits for any count), else the cache-blocked loop below.
 #pragma once
 
 #include <algorithm>
@@ -19,7 +20,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "lockstep/backend/host/chain_gemm.hpp"
+#include "lockstep/backend/host/chain_gemm_threads.hpp"
 #include "lockstep/backend/host/gemm_threads.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -133,7 +134,7 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, 
 #endif
 #else
     if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f))
-      chain_gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc);
+      chain_gemm_threads(detail::gemm_threads_here(), trans_a, trans_b, m, n, k, a, lda, b, ldb, beta == 1.0f, c, ldc);
     else
       detail::gemm_blocked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
