@@ -54,6 +54,76 @@ struct Stall {
   }
 };
 
+namespace detail {
+
+// Releases the waiters of a barrier or a relay with an Error once set: the
+// first reason given stays. An abort being written is waited out, so that
+// every waiter reports its reason: a waiter whose own expiry lost the race to
+// another's would otherwise throw the generic message, and that could be the
+// error the pool reports first.
+class AbortSwitch {
+ public:
+  // False when an abort came first.
+  bool set(const std::string& reason) {
+    int expected = kRunning;
+    if (!state_.compare_exchange_strong(expected, kWriting, std::memory_order_acq_rel)) return false;
+    reason_ = reason;
+    state_.store(kAborted, std::memory_order_release);
+    return true;
+  }
+  bool on() const { return state_.load(std::memory_order_acquire) != kRunning; }
+  // The reason, or `otherwise` where it was empty.
+  [[noreturn]] void raise(const char* otherwise) const {
+    int state = state_.load(std::memory_order_acquire);
+    while (state == kWriting) {
+      std::this_thread::yield();
+      state = state_.load(std::memory_order_acquire);
+    }
+    if (state == kAborted && !reason_.empty()) throw Error(reason_);
+    fail(otherwise);
+  }
+
+ private:
+  enum : int { kRunning, kWriting, kAborted };
+  std::atomic<int> state_{kRunning};
+  std::string reason_;  // written once, before state_ becomes kAborted
+};
+
+// Waits until done(): spins first (replicas arrive microseconds apart), then
+// yields, then naps 200 us once the wait passes 50 ms (a stalled peer must
+// not cost a core); the clock is read only once the spinning is over, then
+// every 256 yields or naps. An abort ends the wait with its Error; so does a
+// wait past `timeout` seconds, through expire(), which must throw, unless
+// done() has come meanwhile.
+template <class Done, class Expire>
+void wait_until(const Done& done, const AbortSwitch& abort, const char* aborted, double timeout, Expire&& expire) {
+  constexpr std::uint32_t kSpins = 4096;  // a multiple of 256: the first clock read
+  constexpr double kNapAfterSeconds = 0.05;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start{};
+  bool nap = false;
+  for (std::uint32_t spins = 0; !done(); ++spins) {
+    if (abort.on()) abort.raise(aborted);
+    if (spins < kSpins) {
+      LOCKSTEP_CPU_RELAX();
+      continue;
+    }
+    if (spins % 256 == 0) {
+      const Clock::time_point now = Clock::now();
+      if (spins == kSpins) start = now;
+      const double waited = std::chrono::duration<double>(now - start).count();
+      nap = waited > kNapAfterSeconds;
+      if (waited > timeout && !done()) expire();
+    }
+    if (nap)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    else
+      std::this_thread::yield();
+  }
+}
+
+}  // namespace detail
+
 class SpinBarrier {
  public:
   explicit SpinBarrier(int parties, double timeout_seconds = CommunicationOptions{}.timeout_seconds)
@@ -73,7 +143,7 @@ class SpinBarrier {
   void wait(int replica) { wait(replica, plain_message); }
   template <class Describe>
   void wait(int replica, Describe&& describe) {
-    if (state_.load(std::memory_order_acquire) != kRunning) throw_aborted();
+    if (abort_.on()) abort_.raise(kAborted);
     const std::uint32_t generation = generation_.load(std::memory_order_acquire);
     if (replica >= 0 && replica < parties_)
       arrivals_[static_cast<std::size_t>(replica)].generation.store(generation + 1, std::memory_order_relaxed);
@@ -86,47 +156,19 @@ class SpinBarrier {
       wait_lent(replica, generation, describe);
       return;
     }
-    // The clock is read only once the spinning is over (a step's barrier
-    // rarely gets there), then every 256 yields or naps.
-    using Clock = std::chrono::steady_clock;
-    Clock::time_point start{};
-    bool nap = false;
-    for (std::uint32_t spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
-      if (state_.load(std::memory_order_acquire) == kAborted) throw_aborted();
-      if (spins < kSpins) {
-        LOCKSTEP_CPU_RELAX();
-        continue;
-      }
-      if (spins % 256 == 0) {
-        const Clock::time_point now = Clock::now();
-        if (spins == kSpins) start = now;
-        const double waited = std::chrono::duration<double>(now - start).count();
-        nap = waited > kNapAfterSeconds;
-        if (waited > timeout_ && generation_.load(std::memory_order_acquire) == generation)
-          expire(replica, generation, describe);
-      }
-      if (nap)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      else
-        std::this_thread::yield();
-    }
+    detail::wait_until([&] { return generation_.load(std::memory_order_acquire) != generation; }, abort_, kAborted,
+                       timeout_, [&] { expire(replica, generation, describe); });
   }
 
   // Releases every replica waiting (and any that arrives later) with an
   // Error: `reason` as its message, or a replica's failure when empty. The
   // first abort's reason stays.
-  void abort(const std::string& reason = {}) {
-    int expected = kRunning;
-    if (!state_.compare_exchange_strong(expected, kWriting, std::memory_order_acq_rel)) return;
-    reason_ = reason;
-    state_.store(kAborted, std::memory_order_release);
-  }
+  void abort(const std::string& reason = {}) { abort_.set(reason); }
   int parties() const { return parties_; }
 
  private:
-  static constexpr std::uint32_t kSpins = 4096;      // a multiple of 256: the first clock read
-  static constexpr double kNapAfterSeconds = 0.05;   // then 200 us naps instead of yields
-  enum : int { kRunning, kWriting, kAborted };
+  static constexpr double kNapAfterSeconds = 0.05;  // wait_lent's naps, as wait_until's
+  static constexpr const char* kAborted = "a replica failed; the others stopped at a barrier";
   struct alignas(64) Arrival {  // written by its replica only: no line shared with another
     std::atomic<std::uint32_t> generation{0};
   };
@@ -138,7 +180,7 @@ class SpinBarrier {
     const PermitLent lent;
     const auto start = std::chrono::steady_clock::now();
     for (std::uint32_t polls = 0; generation_.load(std::memory_order_acquire) == generation; ++polls) {
-      if (state_.load(std::memory_order_acquire) == kAborted) throw_aborted();
+      if (abort_.on()) abort_.raise(kAborted);
       std::this_thread::yield();
       if (polls % 256 != 255) continue;
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -151,20 +193,6 @@ class SpinBarrier {
   static std::string plain_message(const Stall& stall) {
     return lockstep::detail::concat("a barrier of ", stall.parties, " replicas timed out: ", stall.text(), ". ",
                           lockstep::detail::kAfterTimeout);
-  }
-
-  // An abort being written (kWriting) is waited out, so that every replica
-  // reports its reason: a replica whose own expiry lost the race to another's,
-  // or that arrived meanwhile, would otherwise throw the generic message and
-  // could be the error the pool reports first.
-  [[noreturn]] void throw_aborted() const {
-    int state = state_.load(std::memory_order_acquire);
-    while (state == kWriting) {
-      std::this_thread::yield();
-      state = state_.load(std::memory_order_acquire);
-    }
-    if (state == kAborted && !reason_.empty()) throw Error(reason_);
-    fail("a replica failed; the others stopped at a barrier");
   }
 
   template <class Describe>
@@ -180,13 +208,12 @@ class SpinBarrier {
           stall.missing.push_back(r);
     const std::string message = describe(static_cast<const Stall&>(stall));
     abort(message);
-    throw_aborted();  // this abort's message, or an earlier one's
+    abort_.raise(kAborted);  // this abort's message, or an earlier one's
   }
 
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<std::uint32_t> generation_{0};
-  std::atomic<int> state_{kRunning};
-  std::string reason_;  // written once, before state_ becomes kAborted
+  detail::AbortSwitch abort_;
   int parties_;
   double timeout_ = CommunicationOptions{}.timeout_seconds;
   std::unique_ptr<Arrival[]> arrivals_;
