@@ -4,20 +4,25 @@
 # counts, in interleaved rounds so that every mode sees the same machine;
 # medians over ROUNDS (default 5), for the issue's two settings: 1 replica at
 # batch 128 and 2 replicas at batch 1024.
-# Units: UNITS (default "2 4 24"): 2 covers 1 and 2 replicas, 4 also 4, and
-# 24 covers 1, 2, 3, 4, 6 and 8 (the tests' set).
+# Units: UNITS (default "rows 2 4 24", on cuda "2 4 24"): rows is the
+# row-order scheme (Deterministic::in_row_order(), no units, host only); 2 covers 1
+# and 2 replicas, 4 also 4, and 24 covers 1, 2, 3, 4, 6 and 8 (the tests' set).
 # BACKEND=cuda measures train_throughput_cuda on one GPU instead (BUILD_DIR
 # default build/cuda), at batch 128 and 1024, both modes with
 # ReductionToOneDevice (the deterministic mode refuses NCCL).
 # Prints key=value lines last:
 #   <setting>_u<U>   samples/s of Deterministic{U} / the default mode (1.00: free; the goal: at least 0.90)
+#   <setting>_rows   the same for the row-order scheme
 # usage: [BACKEND=host|cuda] benchmarks/deterministic_cost.sh [BUILD_DIR]   (default build/host, build/cuda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benchmarks/compare_common.sh  # median, samples_per_s, key_ratio
 backend=${BACKEND:-host}
 rounds=${ROUNDS:-5}
-read -r -a units <<<"${UNITS:-2 4 24}"
+# The row-order scheme runs on host replicas only.
+default_units="rows 2 4 24"
+[[ $backend == cuda ]] && default_units="2 4 24"
+read -r -a units <<<"${UNITS:-$default_units}"
 # name: the train_throughput flags of a setting (about 2 s a run on the host)
 declare -A settings
 case $backend in
@@ -59,7 +64,9 @@ for name in $(printf '%s\n' "${!settings[@]}" | sort); do
     # shellcheck disable=SC2086
     m=$(median ${runs[${name}_u$u]})
     echo "$name deterministic units=$u samples_per_s runs:${runs[${name}_u$u]} median=$m"
-    out+=$(key_ratio "${name}_u$u" "$m" "$base")
+    key=${name}_u$u
+    [[ $u == rows ]] && key=${name}_rows
+    out+=$(key_ratio "$key" "$m" "$base")
   done
 done
 echo "${out% }"

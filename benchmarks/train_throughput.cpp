@@ -4,7 +4,7 @@
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
 //                         [--mfu yes|no] [--model mlp|mlp_bn_dropout|cnn|cnn_bn] [--conv builtin|onednn]
-//                         [--profile off|compiled|recording] [--deterministic UNITS]
+//                         [--profile off|compiled|recording] [--deterministic UNITS|rows]
 // --model mlp (default): 784-256-10; mlp_bn_dropout: the same with
 // BatchNormalization, Relu and Dropout 0.2 after the first Dense; cnn: Keras'
 // simple MNIST convnet, and cnn_bn: the same with BatchNormalization after
@@ -19,7 +19,8 @@
 // timed step (profiler::start before, stop after the timing): the profiler's
 // cost is recording's samples/s against off's (benchmarks/profile_overhead.sh).
 // --deterministic UNITS trains in the deterministic mode with that many units
-// (core/determinism.hpp; 24 covers 1, 2, 3, 4, 6 and 8 replicas).
+// (core/determinism.hpp; 24 covers 1, 2, 3, 4, 6 and 8 replicas); rows: in
+// the row-order scheme (Deterministic::in_row_order(), no units).
 // multiworker runs under mpirun; --replicas is then per process, B global.
 // --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
 // with the chosen collective; it prints the model TFLOP/s instead of mfu.
@@ -57,11 +58,14 @@ constexpr int kMaxReplicas = 1024;
 constexpr std::size_t kMaxBatchSize = 2147483647;  // 2^31 - 1
 constexpr int kMaxSteps = 1000000;
 
+// --deterministic rows: the row-order scheme, where Run::deterministic holds a unit count.
+constexpr int kRowOrder = -1;
+
 // What to measure: the batch, the batches per epoch, the epochs, BLAS threads (0: cores / replicas).
 struct Run {
   std::size_t batch = 128;
   int steps = 200, epochs = 1, blas_threads = 0;
-  int deterministic = 0;  // units of the deterministic mode; 0: the default mode
+  int deterministic = 0;  // units of the deterministic mode; kRowOrder: row order; 0: the default mode
   bool mfu = true;  // measure the SGEMM peak afterwards and print mfu
   std::string profile = "off";
 };
@@ -94,7 +98,9 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   const Dataset data(std::move(x), kFeatures, std::move(y));
 
   Model model{0};
-  if (run.deterministic) strategy.set_deterministic(Deterministic{run.deterministic});
+  if (run.deterministic)
+    strategy.set_deterministic(run.deterministic == kRowOrder ? Deterministic::in_row_order()
+                                                              : Deterministic{run.deterministic});
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
   constexpr bool kHost = std::is_same_v<typename Strategy::backend, Host>;
   if (kHost && run.blas_threads > 0) host::set_blas_threads(run.blas_threads);  // instead of cores / replicas
@@ -132,9 +138,10 @@ int measure(Strategy strategy, const char* name, const Run& run) {
     return 0;
   }
   // replicas: the strategy's (the deterministic mode's units are not replicas).
-  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s profile=%s deterministic=%d", name,
+  std::printf("backend=host strategy=%s replicas=%d batch_size=%zu steps=%d gemm=%s profile=%s deterministic=%s", name,
               strategy.replicas() * trainer.executor().group().process_count(), batch, steps, host::kGemmPath,
-              run.profile.c_str(), run.deterministic);
+              run.profile.c_str(),
+              run.deterministic == kRowOrder ? "rows" : std::to_string(run.deterministic).c_str());
   if constexpr (!std::is_same_v<Model, Mlp>)
     std::printf(" conv=%s", host::conv_path() == host::ConvPath::kOneDnn ? "onednn" : "builtin");
   if (record) std::printf(" spans_per_replica_step=%.1f span_ns=%.1f", per_step, span_ns);
@@ -210,7 +217,8 @@ int benchmark(int argc, char** argv) {
       else if (flag == "--steps") run.steps = parse_integer(flag, value, 1, kMaxSteps);
       else if (flag == "--epochs") run.epochs = parse_integer(flag, value, 1, kMaxSteps);
       else if (flag == "--blas-threads") run.blas_threads = parse_integer(flag, value, 1, kMaxReplicas);
-      else if (flag == "--deterministic") run.deterministic = parse_integer(flag, value, 1, detail::kMaxUnits);
+      else if (flag == "--deterministic")
+        run.deterministic = value == "rows" ? kRowOrder : parse_integer(flag, value, 1, detail::kMaxUnits);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
                 "--steps, --epochs, --blas-threads, --mfu, --model, --conv, --profile or --deterministic");
     }

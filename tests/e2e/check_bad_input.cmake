@@ -42,6 +42,10 @@ expect("--timeout nan" ${EXAMPLE} ARGS --timeout nan RC 2
        MATCH "--timeout: nan is out of range; expected a finite number greater than 0 and at most 604800")
 expect("--seed -1" ${EXAMPLE} ARGS --seed -1 RC 2 MATCH "--seed: -1 is out of range")
 expect("--units 0" ${EXAMPLE} ARGS --units 0 RC 2 MATCH "--units: 0 is out of range; expected an integer from 1 to 4096")
+expect("--row-order --deterministic" ${EXAMPLE} ARGS --row-order --deterministic --epochs 1 RC 2
+       MATCH "--row-order and --deterministic \\(or --units\\) are two deterministic schemes; give one")
+expect("--row-order --model cnn" ${EXAMPLE} ARGS --row-order --model cnn --epochs 1 RC 2
+       MATCH "layer 0 \\(conv2d\\) takes sums over rows that the row-order scheme does not run")
 
 # A data error: the message alone, no usage text.
 file(REMOVE_RECURSE ${WORK_DIR})

@@ -1,17 +1,24 @@
 # The example's --deterministic with --save (issue 18): one epoch of the model
 # with BatchNormalization and Dropout on 1, 2, 3 and 4 replicas writes
 # byte-identical checkpoints and prints the same test_accuracy line.
+# SCHEME=--row-order MODEL=mlp: the same for the row-order scheme.
+if(NOT DEFINED SCHEME)
+  set(SCHEME --deterministic)
+endif()
+if(NOT DEFINED MODEL)
+  set(MODEL mlp_bn_dropout)
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(reference_hash "")
 set(reference_line "")
 foreach(replicas 1 2 3 4)
   set(path ${WORK_DIR}/replicas${replicas}.ckpt)
-  execute_process(COMMAND ${EXAMPLE} --replicas ${replicas} --epochs 1 --model mlp_bn_dropout --seed 3
-                          --deterministic --save ${path}
+  execute_process(COMMAND ${EXAMPLE} --replicas ${replicas} --epochs 1 --model ${MODEL} --seed 3
+                          ${SCHEME} --save ${path}
     OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "fashion_mnist --replicas ${replicas} --deterministic exited with ${rc}:\n${out}${err}")
+    message(FATAL_ERROR "fashion_mnist --replicas ${replicas} ${SCHEME} exited with ${rc}:\n${out}${err}")
   endif()
   if(NOT out MATCHES "(test_accuracy=[0-9.]+ test_loss=[0-9.]+)[ \t\r\n]*$")
     message(FATAL_ERROR "the last line is not 'test_accuracy=0.XXXX test_loss=X.XXXX':\n${out}")

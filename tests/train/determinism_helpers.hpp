@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_helpers.hpp"
@@ -41,9 +42,15 @@ inline FitOptions options(int epochs = 2) {
 // deterministic one: the two modes then compute the same function.
 using SyncModel = Sequential<Input<12>, Dense<16, Relu>, SyncBatchNormalization, Dropout<20>, Dense<4>>;
 
+// The row-order scheme's model (core/determinism.hpp): Dense, synchronised
+// BatchNormalization (fused with the Relu after it), Dropout, activations;
+// the per-replica BatchNormalization cannot take part.
+using RowOrderModel = Sequential<Input<12>, Dense<16>, SyncBatchNormalization, Relu, Dropout<20>, Dense<16, Tanh>,
+                                 Relu, Dense<4>>;
+
 template <class Strategy, class Optimizer, class M = Model>
-Outcome train(Strategy strategy, const Optimizer& opt, int units, int epochs = 2) {
-  if (units) strategy.set_deterministic(Deterministic{units});
+Outcome train(Strategy strategy, const Optimizer& opt, Deterministic mode, int epochs = 2) {
+  if (mode.enabled()) strategy.set_deterministic(mode);
   M model{21};
   Trainer<Strategy, Optimizer> trainer{strategy, opt};
   Outcome out;
@@ -52,6 +59,10 @@ Outcome train(Strategy strategy, const Optimizer& opt, int units, int epochs = 2
   const Logs logs = trainer.evaluate(model, data_set(), 32);
   out.evaluated = {logs["loss"], logs["accuracy"]};
   return out;
+}
+template <class Strategy, class Optimizer, class M = Model>
+Outcome train(Strategy strategy, const Optimizer& opt, int units, int epochs = 2) {
+  return train<Strategy, Optimizer, M>(std::move(strategy), opt, Deterministic{units}, epochs);
 }
 
 template <class T>

@@ -95,3 +95,68 @@ TEST_CASE("deterministic mode: a unit count that does not split over the replica
                        doctest::Contains("Deterministic::units -3, expected 0 (off) or a unit count from 1 to 4096"),
                        Error);
 }
+
+// The row-order scheme: no units; the chain GEMM and every sum over rows in
+// the global batch's row order (with synchronised BatchNormalization, fused
+// with a Relu, and Dropout in the model).
+namespace {
+template <class Optimizer>
+void check_row_order(const Optimizer& opt) {
+  const Deterministic rows = Deterministic::in_row_order();
+  const Outcome one = train<OneDevicePolicy, Optimizer, RowOrderModel>(OneDevicePolicy{}, opt, rows);
+  REQUIRE(one.snapshot.params != RowOrderModel{21}.parameters());
+  REQUIRE(one.history["val_loss"].size() == 2);
+  for (int replicas : {1, 2, 3, 4, 6, 8}) {
+    CAPTURE(replicas);
+    const Outcome many =
+        train<MirroredPolicy<HostAllReduce>, Optimizer, RowOrderModel>(MirroredPolicy<HostAllReduce>{replicas}, opt, rows);
+    const std::string differs = first_difference(one, many);
+    MESSAGE("row order, " << replicas << " replicas against one device: "
+                          << (differs.empty() ? "every bit equal" : differs + " differ") << " ("
+                          << many.snapshot.params.size() << " parameters, " << many.snapshot.state.size()
+                          << " state values, " << many.snapshot.slots.size()
+                          << " optimizer slots, loss " << many.history["loss"].back() << ")");
+    CHECK(differs == "");
+  }
+  CHECK(first_difference(one, train<CentralStoragePolicy, Optimizer, RowOrderModel>(CentralStoragePolicy{3}, opt,
+                                                                                     rows)) == "");
+}
+}  // namespace
+
+TEST_CASE("deterministic row order: 1, 2, 3, 4, 6 and 8 replicas and one device give the same bits (Adam)") {
+  check_row_order(Adam{0.01});
+}
+
+TEST_CASE("deterministic row order: 1, 2, 3, 4, 6 and 8 replicas and one device give the same bits (Sgd, momentum)") {
+  check_row_order(Sgd(0.05, 0.9));
+}
+
+TEST_CASE("deterministic row order stays within 1e-5 of the default mode") {
+  using Mirrored = MirroredPolicy<HostAllReduce>;
+  const Sgd opt(0.05, 0.9);
+  const Outcome plain = train<Mirrored, Sgd, RowOrderModel>(Mirrored{1}, opt, Deterministic{});
+  const Outcome rows = train<Mirrored, Sgd, RowOrderModel>(Mirrored{3}, opt, Deterministic::in_row_order());
+  const double gap = testing::max_abs_difference(plain.snapshot.params, rows.snapshot.params);
+  MESSAGE("row order (3 replicas) against the default mode (1 replica): max |difference| " << gap);
+  CHECK(gap <= 1e-5);
+  CHECK(std::abs(plain.history["loss"].back() - rows.history["loss"].back()) <= 1e-5);
+}
+
+TEST_CASE("deterministic row order: a per-replica BatchNormalization is an Error that says what to use") {
+  MirroredPolicy<HostAllReduce> strategy{2};
+  strategy.set_deterministic(Deterministic::in_row_order());
+  Trainer<MirroredPolicy<HostAllReduce>, Adam> trainer{strategy, Adam{}};
+  Model model{21};  // the per-replica BatchNormalization: layer 4
+  CHECK_THROWS_WITH_AS(trainer.fit(model, data_set(), options()),
+                       "lockstep: Deterministic::in_row_order(): layer 4 (batch_normalization_1) takes sums over rows "
+                       "that the row-order scheme does not run (it runs Dense, SyncBatchNormalization, activations, "
+                       "Dropout, Flatten, Reshape, pooling and Softmax; a per-replica BatchNormalization's statistics "
+                       "depend on the replica count); use Deterministic{units} (for example 24) for this model",
+                       Error);
+  CHECK_THROWS_WITH_AS(trainer.evaluate(model, data_set(), 32), doctest::Contains("layer 4 (batch_normalization_1)"),
+                       Error);
+  Deterministic both = Deterministic::in_row_order();
+  both.units = 24;
+  CHECK_THROWS_WITH_AS(strategy.set_deterministic(both),
+                       doctest::Contains("units 24 and row_order both set, expected one scheme"), Error);
+}

@@ -43,9 +43,13 @@ namespace kernels {
 // a channel a thread, which sums them in double and rounds once, and stage 2
 // adds a channel's chunks in chunk order (chunk_total). The order depends on
 // `outer` alone: the same bits on every run and replica count, and the same
-// kernels on the host and on a GPU.
+// kernels on the host and on a GPU. The deterministic row-order scheme takes
+// a chunk per sample instead (chunk = the positions of a sample) and adds the
+// chunks of every replica in row order (host::RowOrderSums::channel_sums).
 inline constexpr std::size_t kChunk = 256;
-LOCKSTEP_HOST_DEVICE constexpr std::size_t chunk_count(std::size_t outer) { return (outer + kChunk - 1) / kChunk; }
+LOCKSTEP_HOST_DEVICE constexpr std::size_t chunk_count(std::size_t outer, std::size_t chunk = kChunk) {
+  return (outer + chunk - 1) / chunk;
+}
 
 // Stage 1: partial[(k * chunks + p) * C + c] = the sum over chunk p of
 // channel c of the Term's k-th value (Term::kValues of them). A Term adds
@@ -56,23 +60,24 @@ struct ChunkSums {
   T* partial;
   std::size_t outer;
   std::size_t channels;
+  std::size_t chunk = kChunk;  // consecutive rows of `outer` per chunk
   LOCKSTEP_HOST_DEVICE void operator()(std::size_t i) const {
     const std::size_t p = i / channels, c = i % channels;
     double acc[Term::kValues] = {};
-    for (std::size_t o = p * kChunk; o < chunk_end(p); ++o) term(o * channels + c, c, acc, 1);
+    for (std::size_t o = p * chunk; o < chunk_end(p); ++o) term(o * channels + c, c, acc, 1);
     for (int k = 0; k < Term::kValues; ++k) partial[index(k, p, c)] = static_cast<T>(acc[k]);
   }
   // The host's loop (host::for_each_index): a chunk's rows outermost and up
   // to kBlock channels innermost, each with its own sum, so that the adds
   // vectorise across channels instead of waiting on each other down one
   // channel. Each channel still adds the chunk's rows in order: the same bits.
-  void host_loop(std::size_t n) const {  // n = chunk_count(outer) * channels
+  void host_loop(std::size_t n) const {  // n = chunk_count(outer, chunk) * channels
     constexpr std::size_t kBlock = 64;
     for (std::size_t p = 0; p < n / channels; ++p) {
       for (std::size_t c0 = 0; c0 < channels; c0 += kBlock) {
         const std::size_t width = channels - c0 < kBlock ? channels - c0 : kBlock;
         double acc[Term::kValues * kBlock] = {};
-        for (std::size_t o = p * kChunk; o < chunk_end(p); ++o) {
+        for (std::size_t o = p * chunk; o < chunk_end(p); ++o) {
           const std::size_t row = o * channels + c0;
           LOCKSTEP_INDEPENDENT_ITERATIONS
           for (std::size_t c = 0; c < width; ++c) term(row + c, c0 + c, acc + c, kBlock);
@@ -86,10 +91,10 @@ struct ChunkSums {
 
  private:
   LOCKSTEP_HOST_DEVICE std::size_t chunk_end(std::size_t p) const {
-    return (p + 1) * kChunk < outer ? (p + 1) * kChunk : outer;
+    return (p + 1) * chunk < outer ? (p + 1) * chunk : outer;
   }
   LOCKSTEP_HOST_DEVICE std::size_t index(int k, std::size_t p, std::size_t c) const {
-    return (static_cast<std::size_t>(k) * chunk_count(outer) + p) * channels + c;
+    return (static_cast<std::size_t>(k) * chunk_count(outer, chunk) + p) * channels + c;
   }
 };
 // Stage 2: value k of channel c summed over the chunks, in chunk order.
@@ -357,8 +362,15 @@ struct BatchNormalization {
     // chunk_count(outer) chunks), which 2C plus kScratchPerRow x rows covers:
     // chunk_count(rows x kSpatial) <= rows x kSpatial / kChunk + 1.
     static constexpr std::size_t kSpatial = static_cast<std::size_t>(kIn) / C;  // positions per sample
+    // Synchronised, the row-order scheme's chunks are samples: 2 x C per row.
     static constexpr std::size_t kScratch = 2 * C + (2 * C + 1) + 1 + 2 * C;
-    static constexpr std::size_t kScratchPerRow = (2 * C * kSpatial + kernels::kChunk - 1) / kernels::kChunk;
+    static constexpr std::size_t kChunkedPerRow = (2 * C * kSpatial + kernels::kChunk - 1) / kernels::kChunk;
+    static constexpr std::size_t kScratchPerRow =
+        Synchronized && 2 * C > kChunkedPerRow ? 2 * C : kChunkedPerRow;
+    // Synchronised, the deterministic row-order scheme may run it: its sums
+    // then go through pass.rows. Per-replica statistics depend on the
+    // replica count by definition.
+    static constexpr bool kRowOrder = Synchronized;
     static constexpr const char* kName = "batch_normalization";
 
     template <class F>
@@ -420,6 +432,18 @@ struct BatchNormalization {
       T* partial = count + 1;
       if (!pass.training()) {
         ctx.for_each_index(C, kernels::MovingStatistics<T>{moving_mean, moving_var, mean, inv_std, Hyper::kEpsilon});
+      } else if (in_row_order(pass)) {
+        // The same two sums, each over the global batch's samples in row order.
+        sum_samples(ctx, kernels::Values<T>{x}, partial, outer);
+        const std::size_t samples = row_sums(pass, ctx, partial, rows, 1, sums);
+        ctx.for_each_index(1, SetCount<T>{count, static_cast<T>(samples * kSpatial)});
+        ctx.for_each_index(C, kernels::ChannelMean<T>{sums, count, mean});
+        T* centred = sums + C + 1;
+        sum_samples(ctx, kernels::SquaredDeviations<T>{x, mean}, partial, outer);
+        row_sums(pass, ctx, partial, rows, 1, centred);
+        ctx.for_each_index(C, DivideBy<T>{centred, count, sums});
+        ctx.for_each_index(C, kernels::ChannelFinish<T>{sums, inv_std, mean, sums, one(ctx, sums), moving_mean,
+                                                        moving_var, Hyper::kMomentum, Hyper::kEpsilon});
       } else if constexpr (Synchronized) {
         // The global mean, then the global sum of squared deviations from it:
         // two small sums over replicas, exact where the one-pass formula cancels.
@@ -465,10 +489,19 @@ struct BatchNormalization {
       T* sums = inv_std + C;
       T* count = sums + 2 * C + 1;
       T* partial = count + 1;
-      sum_chunks(ctx, kernels::GradientTerms<T, Act>{x, dy, mean, inv_std, gamma, beta}, partial, outer);
-      ctx.for_each_index(C, kernels::ChannelGradSums<T>{partial, dparams, dparams + C, sums, outer, C});
+      if (in_row_order(pass)) {
+        // sums = [C sum dy][C sum dy xhat] over the global batch, on every
+        // replica; the gradients (dgamma, dbeta) are replica 0's to give.
+        sum_samples(ctx, kernels::GradientTerms<T, Act>{x, dy, mean, inv_std, gamma, beta}, partial, outer);
+        row_sums(pass, ctx, partial, rows, 2, sums);
+        give(pass, sums + C, dparams);
+        give(pass, sums, dparams + C);
+      } else {
+        sum_chunks(ctx, kernels::GradientTerms<T, Act>{x, dy, mean, inv_std, gamma, beta}, partial, outer);
+        ctx.for_each_index(C, kernels::ChannelGradSums<T>{partial, dparams, dparams + C, sums, outer, C});
+        if (Synchronized && dx) pass.sum(sums, 2 * C);
+      }
       if (!dx) return;
-      if constexpr (Synchronized) pass.sum(sums, 2 * C);
       ctx.for_each_index(outer * C, kernels::NormalizeBackward<T, Act>{x, dy, dx, mean, inv_std, gamma, sums, count,
                                                                         C, beta});
     }
@@ -478,6 +511,38 @@ struct BatchNormalization {
     template <class Ctx, class T, class Term>
     static void sum_chunks(Ctx& ctx, const Term& term, T* partial, std::size_t outer) {
       ctx.for_each_index(kernels::chunk_count(outer) * C, kernels::ChunkSums<T, Term>{term, partial, outer, C});
+    }
+    // The row-order scheme's stage 1: a chunk per sample (its kSpatial positions).
+    template <class Ctx, class T, class Term>
+    static void sum_samples(Ctx& ctx, const Term& term, T* partial, std::size_t outer) {
+      ctx.for_each_index(kernels::chunk_count(outer, kSpatial) * C,
+                         kernels::ChunkSums<T, Term>{term, partial, outer, C, kSpatial});
+    }
+    // Whether this pass takes its sums over rows in the deterministic
+    // row-order scheme (a pass whose `rows` may span replicas, and does).
+    template <class P>
+    static bool in_row_order(const P& pass) {
+      if constexpr (Synchronized && std::decay_t<decltype(pass.rows)>::kSpansReplicas)
+        return pass.rows.global();
+      else
+        return (void)pass, false;
+    }
+    // Stage 2 in row order: out[k * C + c] for k < values, summed over every
+    // replica's samples; the global batch's sample count.
+    template <class P, class Ctx, class T>
+    static std::size_t row_sums(const P& pass, Ctx& ctx, const T* partial, int rows, int values, T* out) {
+      if constexpr (std::decay_t<decltype(pass.rows)>::kSpansReplicas)
+        return pass.rows.channel_sums(ctx, partial, rows, values, static_cast<int>(C), out);
+      else
+        return (void)pass, (void)ctx, (void)partial, (void)values, (void)out, static_cast<std::size_t>(rows);
+    }
+    // A row-order sum that every replica holds, as this replica's C gradients.
+    template <class P, class T>
+    static void give(const P& pass, const T* from, T* to) {
+      if constexpr (std::decay_t<decltype(pass.rows)>::kSpansReplicas)
+        pass.rows.give(from, to, C);
+      else
+        (void)pass, (void)from, (void)to;
     }
     template <class T>
     using DivideBy = kernels::DivideBy<T>;

@@ -36,6 +36,9 @@ struct Dense {
     static constexpr const char* kName = "dense";  // Keras' layer name, for saved weights
     static constexpr std::size_t kWeights = static_cast<std::size_t>(In) * Units;
     static constexpr std::size_t kParams = kWeights + Units;
+    // Its sums over rows go through the pass (pass.rows): the deterministic
+    // row-order scheme may run it (core/determinism.hpp).
+    static constexpr bool kRowOrder = true;
 
     // f(name, trainable, offset, shape) for each variable, Keras' names and
     // shapes; offsets into the layer's parameters (trainable) or state.
@@ -63,19 +66,15 @@ struct Dense {
     }
 
     template <class Ctx, class P, class T>
-    static void backward(Ctx& ctx, const P&, Slots<T> s, const T* x, const T* y, T* dy, T* dx, T* dparams, int rows) {
+    static void backward(Ctx& ctx, const P& pass, Slots<T> s, const T* x, const T* y, T* dy, T* dx, T* dparams, int rows) {
       const T* params = s.params;
       T* dw = dparams;
       T* db = dparams + kWeights;
-      if (rows == 0) {
-        ctx.zero(dparams, kParams);
-        return;
-      }
-      if constexpr (!Activation::kIdentity)
+      if (rows > 0 && !Activation::kIdentity)
         ctx.for_each_index(static_cast<std::size_t>(rows) * Units, kernels::ActivationBackward<Activation, T>{y, dy, dy});
-      ctx.gemm(true, false, In, Units, rows, T(1), x, In, dy, Units, T(0), dw, Units);  // (In, rows) x (rows, Units)
-      ctx.column_sums(dy, rows, Units, db);
-      if (dx) ctx.gemm(false, true, rows, In, Units, T(1), dy, Units, params, Units, T(0), dx, In);  // (rows, Units) x (Units, In)
+      pass.rows.weight_gradients(ctx, x, In, dy, Units, rows, dw, db);  // (In, rows) x (rows, Units); dy's column sums
+      if (dx && rows > 0)
+        ctx.gemm(false, true, rows, In, Units, T(1), dy, Units, params, Units, T(0), dx, In);  // (rows, Units) x (Units, In)
     }
   };
 };

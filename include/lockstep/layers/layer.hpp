@@ -10,6 +10,9 @@
 //   kScratch, kScratchPerRow (optional, 0)   per-replica scratch: fixed, and per row
 //   init(float* params, seed, layer_index)   Keras' initialisers
 //   init_state(float* state)  (optional)     the state's initial values
+//   kRowOrder    (optional)                  true: its sums over rows go through
+//                                            pass.rows (the deterministic row-order
+//                                            scheme may run it; see row_order_ready)
 //   kName, variables(f)       (optional)     Keras' layer name ("dense") and
 //                                            f(name, trainable, offset, shape)
 //                                            per variable: saved weights' names
@@ -117,6 +120,20 @@ constexpr std::size_t scratch_size(std::size_t rows) {
   if constexpr (is_detected<scratch_per_row_probe, B>) n += B::kScratchPerRow * rows;
   return n;
 }
+// Whether the deterministic row-order scheme (core/determinism.hpp) can run a
+// bound layer: it declares kRowOrder (its sums over rows go through the
+// pass's `rows`), or it has neither parameters nor state, so nothing of it
+// is summed over rows.
+template <class B>
+using row_order_probe = decltype(B::kRowOrder);
+template <class B>
+constexpr bool row_order_ready() {
+  if constexpr (is_detected<row_order_probe, B>)
+    return B::kRowOrder;
+  else
+    return B::kParams == 0 && state_size<B>() == 0;
+}
+
 template <class B>
 void init_state(float* state) {
   if constexpr (is_detected<init_state_probe, B>) B::init_state(state);

@@ -13,6 +13,8 @@
 //               process (a collective call: every replica makes the same calls
 //               in the same order, also with 0 rows); the sum of one replica
 //               alone is the buffer itself
+//   rows        the sums over a batch's rows (OwnRows below): a layer's
+//               weight and bias gradients, the step's loss and metric sums
 //   track()     the profiler's track of this replica (observe/tracer.hpp):
 //               a constant null in an unprofiled step, so the model's
 //               per-layer spans compile to nothing
@@ -37,7 +39,38 @@ struct OneReplicaSum {
   void operator()(T*, std::size_t) const {}
 };
 
-template <class Sum = OneReplicaSum, class Tracer = observe::NoTrace>
+// The sums over a batch's rows that a layer's backward and the step take:
+// over this replica's own rows (OwnRows: every mode but one), or over the
+// global batch's rows in row order (host::RowOrderSums, the deterministic
+// row-order scheme of core/determinism.hpp). Like `sum`, a collective call in
+// the latter: every replica makes the same calls in the same order, also
+// with 0 rows.
+struct OwnRows {
+  // Whether these sums may span replicas (RowOrderSums: then global() says
+  // whether they do); a layer's own kernels decide on it at compile time.
+  static constexpr bool kSpansReplicas = false;
+  // dw(in, out) = x(rows, in)^T dy(rows, out), and db(out) = the sums of dy's
+  // columns unless db is null: a dense layer's gradients.
+  template <class Ctx, class T>
+  void weight_gradients(Ctx& ctx, const T* x, int in, const T* dy, int out, int rows, T* dw, T* db) const {
+    const std::size_t weights = static_cast<std::size_t>(in) * static_cast<std::size_t>(out);
+    if (rows == 0) {
+      ctx.zero(dw, weights);
+      if (db) ctx.zero(db, static_cast<std::size_t>(out));
+      return;
+    }
+    ctx.gemm(true, false, in, out, rows, T(1), x, in, dy, out, T(0), dw, out);  // (in, rows) x (rows, out)
+    if (db) ctx.column_sums(dy, rows, out, db);
+  }
+  // out[i] = the sum over rows of per_row[i * stride + row], for i < count:
+  // the step's loss and metric sums.
+  template <class Ctx, class T>
+  void sums(Ctx& ctx, const T* per_row, std::size_t stride, int rows, std::size_t count, T* out) const {
+    for (std::size_t i = 0; i < count; ++i) ctx.sum_to(per_row + i * stride, static_cast<std::size_t>(rows), out + i);
+  }
+};
+
+template <class Sum = OneReplicaSum, class Tracer = observe::NoTrace, class Rows = OwnRows>
 struct BasicPass : Tracer {
   BasicPass() = default;
   explicit BasicPass(Mode m) : mode(m) {}  // Pass{Mode::kTraining}, as a layer's own test writes it
@@ -47,6 +80,7 @@ struct BasicPass : Tracer {
   std::uint64_t key = 0;
   std::uint64_t layer = 0;
   Sum sum{};
+  Rows rows{};
   const std::uint64_t* key_at = nullptr;  // where the key is read at run time; null: `key` itself
 
   bool training() const { return mode == Mode::kTraining; }

@@ -183,9 +183,19 @@ class Sequential {
   static constexpr double flops(std::index_sequence<I...>) {
     return (0.0 + ... + detail::layer_flops<layer<I>, I == 0>::value);
   }
+  template <std::size_t... I>
+  static constexpr std::size_t first_without_row_order(std::index_sequence<I...>) {
+    const bool ready[] = {detail::row_order_ready<layer<I>>()...};
+    for (std::size_t i = 0; i < kLayers; ++i)
+      if (!ready[i]) return i;
+    return kLayers;
+  }
   using indices = std::make_index_sequence<kLayers>;
 
  public:
+  // The first layer the deterministic row-order scheme cannot run
+  // (detail::row_order_ready), or kLayers when it runs them all.
+  static constexpr std::size_t kFirstWithoutRowOrder = first_without_row_order(indices{});
   // kOffsets[i] is where layer i's parameters start; kOffsets[kLayers] is the total.
   static constexpr std::array<std::size_t, kLayers + 1> kOffsets = offsets(indices{});
   // kWidths[0] is the input width, kWidths[i + 1] layer i's output width.

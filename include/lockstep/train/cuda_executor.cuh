@@ -359,7 +359,10 @@ class Executor<Cuda, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   // follows the replica order (ReductionToOneDevice, HierarchicalCopy);
   // NCCL's order follows its own algorithm and topology.
   std::vector<int> unit_devices(std::vector<int> devices) const {
-    if (!deterministic_.enabled()) return devices;
+    require(!deterministic_.row_order, "Deterministic::in_row_order(): the row-order scheme runs on host replicas "
+            "only so far (lockstep's chain GEMM has no GPU kernel yet); use Deterministic{units} (for example 24) "
+            "with MirroredPolicy<ReductionToOneDevice<>> or MirroredPolicy<HierarchicalCopyAllReduce> on GPUs");
+    if (!deterministic_.by_units()) return devices;
     if constexpr (!shared_devices<group_type>::value) {
       fail("Deterministic{", deterministic_.units, "}: ", Strategy::kName, "<", collective::kName,
            "> cannot run the deterministic mode: its sums follow the library's own order and its replicas cannot "

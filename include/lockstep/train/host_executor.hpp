@@ -5,9 +5,11 @@
 // How a step combines gradients is the strategy's StepRule; where the rule's
 // variables are shared (the sharded update, central storage) every replica
 // computes with replica 0's copy, since threads share memory. In the
-// deterministic mode (core/determinism.hpp) each unit of the batch is a
-// logical replica, a thread of its own, and as many of them compute at once
-// as the default mode would keep cores busy (host::Permits).
+// deterministic mode (core/determinism.hpp) by units, each unit of the batch
+// is a logical replica, a thread of its own, and as many of them compute at
+// once as the default mode would keep cores busy (host::Permits); in row
+// order, the replicas compute with the chain GEMM and take every sum over
+// rows together (host::RowOrderSums).
 #pragma once
 
 #include <algorithm>
@@ -44,6 +46,7 @@
 #include "lockstep/strategy/step_rule.hpp"
 #include "lockstep/strategy/strategy.hpp"
 #include "lockstep/train/executor.hpp"
+#include "lockstep/train/row_order.hpp"
 #include "lockstep/train/step.hpp"
 
 namespace lockstep::detail {
@@ -96,7 +99,13 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
         deterministic_(determinism_of(strategy)) {
     pool_.emplace(strategy.replicas(), host::Denormals::kFlushToZero);
     make_group();
-    if (deterministic_.enabled()) {
+    if (deterministic_.row_order) {
+      require(group_->process_count() == 1, "Deterministic::in_row_order(): a job of ", group_->process_count(),
+              " processes; the row-order scheme takes the sums over rows across the replicas of one process so "
+              "far: use Deterministic{units} (for example 24) across processes");
+      row_order_.emplace(strategy.replicas(), communication_.timeout_seconds);
+    }
+    if (deterministic_.by_units()) {
       // The units of this process become its logical replicas; the group
       // sums them in unit order. As many run at once as the default mode
       // would keep cores busy (its replicas, or its GEMM threads: every core
@@ -118,8 +127,8 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     // product's sums over its threads differently for another count.
     // The pool's threads hold that count for every job, whatever another
     // trainer of the process sets later (host::ScopedGemmThreads).
-    if (deterministic_.enabled()) pool_->set_gemm_threads(1);
-    host::set_blas_threads(deterministic_.enabled()
+    if (deterministic_.by_units()) pool_->set_gemm_threads(1);
+    host::set_blas_threads(deterministic_.by_units()
                                ? 1
                                : std::max(1, Host::hardware_threads() /
                                                  (strategy.replicas() * group_->processes_on_this_node())));
@@ -151,6 +160,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   template <class Model>
   void begin_fit(Model& model, const Optimizer& optimizer, std::size_t capacity, std::size_t label_width) {
     if constexpr (kProfiled) Model::layer_name(0);  // the span names, made outside any step
+    check_row_order<Model>();
     optimizer_ = optimizer;
     check_batch_buffers<Model>("fit", capacity, label_width, true);
     RunState<Model>& run = run_state(model, capacity, label_width);
@@ -218,12 +228,15 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   std::vector<double> evaluate(const float* params, const float* state, const data_type& data,
                                std::size_t batch_size) {
     require(batch_size >= 1, "evaluate: batch size 0, expected at least 1");
+    check_row_order<Model>();
     const int n = replicas(), total = global_replicas(), base = process_rank() * n;
     const std::size_t capacity = Loader::slice_capacity(batch_size, data.size(), total);
     check_batch_buffers<Model>("evaluate", capacity, 0, false);
     std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
+    // The row-order scheme keeps each sample's values, summed in sample order below.
+    std::vector<float> per_sample(row_order_ ? data.size() * kStats : 0);
     const std::function<void(int)> job = [&](int r) {
-      host::Context ctx;
+      host::Context ctx(gemm_path());
       typename Model::Workspace ws(static_cast<int>(capacity));
       host::AlignedBuffer<float> row_stats(capacity * kStats), own_state(Model::kState);
       const float* p = params ? params : variables_of(current<Model>(), r);
@@ -237,9 +250,19 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
                                                              row_stats.data(), capacity, static_cast<float*>(nullptr),
                                                              stats);
         for (std::size_t i = 0; i < kStats; ++i) mine[i] += stats[i];
+        if (row_order_)
+          for (std::size_t i = 0; i < kStats; ++i)
+            std::copy(row_stats.data() + i * capacity, row_stats.data() + i * capacity + static_cast<std::size_t>(rows),
+                      per_sample.begin() + static_cast<std::ptrdiff_t>(i * data.size() + first));
       });
     };
     pool_->run(job);
+    if (row_order_) {  // one process: its sums are the job's
+      std::vector<double> out(kStats, 0.0);
+      for (std::size_t i = 0; i < kStats; ++i)
+        for (std::size_t k = 0; k < data.size(); ++k) out[i] += per_sample[i * data.size() + k];
+      return out;
+    }
     return sum_over_replicas(sums, kStats, *group_);
   }
 
@@ -250,8 +273,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     const int n = replicas();
     const std::size_t capacity = Loader::slice_capacity(batch_size, samples, n);
     check_batch_buffers<Model>("predict", capacity, 0, false);
+    check_row_order<Model>();
     const std::function<void(int)> job = [&](int r) {
-      host::Context ctx;
+      host::Context ctx(gemm_path());
       typename Model::Workspace ws(static_cast<int>(capacity));
       host::AlignedBuffer<float> own_state(Model::kState);
       float* s = inference_state<Model>(own_state, state);
@@ -308,8 +332,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   };
 
  public:
-  // What a replica's step tells its layers: the sum over replicas, and the tracer.
-  using pass_type = BasicPass<ReplicaSum, tracer>;
+  // What a replica's step tells its layers: the sum over replicas, the
+  // tracer, and the sums over rows (the row-order scheme's, or its own rows').
+  using pass_type = BasicPass<ReplicaSum, tracer, host::RowOrderSums>;
 
  private:
 
@@ -327,7 +352,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
 
     ReplicaStep(Executor& ex, RunState<Model>& run, int r, pass_type pass)
         : ReplicaBuffers<Model, Replica<Model>, kStats>(*run.replicas[static_cast<std::size_t>(r)]), ex_(ex), r_(r),
-          pass_(pass), variables_(variables_of(run, r)) {}
+          pass_(pass), variables_(variables_of(run, r)), ctx_(ex.gemm_path()) {}
     group_type& group() { return *ex_.group_; }
     int replica() const { return r_; }
     host::Queue queue() const { return {}; }
@@ -395,7 +420,24 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int>(i);
     group_.emplace(slots);
     configure_group(*group_, communication_);
-    if (deterministic_.enabled()) in_unit_order(*group_);
+    if (deterministic_.by_units()) in_unit_order(*group_);
+  }
+
+  // The row-order scheme computes every GEMM with the chain GEMM.
+  host::Context::GemmPath gemm_path() const {
+    return row_order_ ? host::Context::GemmPath::kChain : host::Context::GemmPath::kBuild;
+  }
+  // An Error naming the first layer the row-order scheme cannot run.
+  template <class Model>
+  void check_row_order() const {
+    if constexpr (Model::kFirstWithoutRowOrder < Model::kLayers) {
+      if (row_order_)
+        fail("Deterministic::in_row_order(): layer ", Model::kFirstWithoutRowOrder, " (",
+             Model::layer_name(Model::kFirstWithoutRowOrder), ") takes sums over rows that the row-order scheme "
+             "does not run (it runs Dense, SyncBatchNormalization, activations, Dropout, Flatten, Reshape, pooling "
+             "and Softmax; a per-replica BatchNormalization's statistics depend on the replica count); use "
+             "Deterministic{units} (for example 24) for this model");
+    }
   }
 
   // Runs a step on every replica. After a failure the collective is made anew,
@@ -406,6 +448,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     } catch (...) {
       group_->end_job_after_failure(detail::describe(std::current_exception()).c_str());
       make_group();
+      if (row_order_) row_order_.emplace(pool_->size(), communication_.timeout_seconds);
       throw;
     }
   }
@@ -448,6 +491,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     pass.first_row = lo;
     pass.key = step_key_;
     pass.sum = ReplicaSum{&*group_, r};
+    pass.rows = host::RowOrderSums(row_order_ ? &*row_order_ : nullptr, r);
     ReplicaStep<Model> step(*this, run, r, pass);
     skeleton::template train<Model, rule>(step, static_cast<int>(hi - lo), step_batch_.count);
   }
@@ -467,10 +511,14 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
   Deterministic deterministic_;         // the strategy's: units as logical replicas, summed in unit order
   std::optional<host::ReplicaPool> pool_;
   std::optional<group_type> group_;
+  std::optional<host::RowOrderTable> row_order_;  // the row-order scheme's: where each replica's rows are
   ModelStates states_;
   // The step job, built once per fit so that no step allocates, and what it reads.
   std::function<void(int)> job_;
-  const std::function<void()> abort_ = [this] { group_->abort(); };
+  const std::function<void()> abort_ = [this] {
+    group_->abort();
+    if (row_order_) row_order_->abort();
+  };
   const data_type* step_data_ = nullptr;
   StepBatch step_batch_;
   std::uint64_t step_key_ = 0;

@@ -110,7 +110,10 @@ void log_placement(Exec& exec) {
 
   observe::JobPlacement job;
   job.strategy = strategy_title<Strategy>::get();
-  if (exec.deterministic().enabled())  // the replicas below are its units
+  if (exec.deterministic().row_order)
+    job.strategy += " in the deterministic row-order mode: the chain GEMM, and every sum over the batch's rows taken "
+                    "over all replicas' rows in row order (the same bits for any replica count)";
+  if (exec.deterministic().by_units())  // the replicas below are its units
     job.strategy += concat(" in the deterministic mode: each batch split into ", exec.deterministic().units,
                            " units, the logical replicas below, summed in unit order (the same bits for any replica "
                            "count that divides ", exec.deterministic().units, ")");
@@ -129,7 +132,7 @@ void log_placement(Exec& exec) {
                                                          : "reduced shard by shard into the update";
   job.algorithm = describe_collective<collective>(Model::kParams + Exec::kStats, exec.replicas(), job.processes, call);
   if constexpr (is_detected<collective_describe_in_order, collective>)  // the deterministic mode's exchange
-    if (exec.deterministic().enabled() && job.processes > 1)
+    if (exec.deterministic().by_units() && job.processes > 1)
       job.algorithm = collective::describe_in_replica_order(Model::kParams + Exec::kStats, exec.replicas(), job.processes);
   if constexpr (call == CollectiveCall::kAllReduce && !std::is_same_v<typename Strategy::backend, Host>) {
     // The mirrored rule reduces layer by layer where the group takes parts (NCCL).

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "lockstep/layers/pass.hpp"
 #include "lockstep/metrics/accuracy.hpp"
 #include "lockstep/observe/tracer.hpp"
 #include "lockstep/strategy/all_reduce_update.hpp"
@@ -57,15 +58,17 @@ struct StepSkeleton<Loss, Metrics<Metric...>> {
 
   // Per-row loss and metric values of `rows` rows into row_stats (kStats
   // columns of `capacity`), their sums into stats[0..kStats), and the output
-  // gradient of sum(loss) * scale into grad when it is not null.
-  template <int Outputs, class Ctx, class T, class Label>
+  // gradient of sum(loss) * scale into grad when it is not null. The sums
+  // are the pass's (`sums`: OwnRows, or the row-order scheme's over the
+  // global batch).
+  template <int Outputs, class Ctx, class T, class Label, class Rows = OwnRows>
   static void loss_and_metrics(Ctx& ctx, const T* out, const Label* labels, int rows, T scale, T* row_stats,
-                               std::size_t capacity, T* grad, T* stats) {
-    const std::size_t n = static_cast<std::size_t>(rows);
+                               std::size_t capacity, T* grad, T* stats, const Rows& sums = {}) {
+    [[maybe_unused]] const std::size_t n = static_cast<std::size_t>(rows);
     Loss::template forward_backward<Outputs>(ctx, out, labels, rows, scale, row_stats, grad);
     [[maybe_unused]] std::size_t m = 1;
     (ctx.for_each_row(n, Metric::template row<Outputs>(out, labels, row_stats + m++ * capacity)), ...);
-    for (std::size_t i = 0; i < kStats; ++i) ctx.sum_to(row_stats + i * capacity, n, stats + i);
+    sums.sums(ctx, static_cast<const T*>(row_stats), capacity, rows, kStats, stats);
   }
 
   // Forward, loss and metrics, backward, then the strategy's combine and
@@ -83,7 +86,7 @@ struct StepSkeleton<Loss, Metrics<Metric...>> {
       const auto span = observe::scope(pass, observe::Phase::kLoss, "loss and metrics");
       loss_and_metrics<Model::kOutputs>(ctx, out, step.labels(), rows, 1.0f / static_cast<float>(count),
                                         step.row_stats(), static_cast<std::size_t>(ws.capacity()), ws.output_grad(),
-                                        grads + Model::kParams);
+                                        grads + Model::kParams, pass.rows);
     }
     Model::backward(ctx, pass, step.variables(), step.state(), step.x(), rows, ws, grads,
                     [&](std::size_t offset, std::size_t size) { Rule::on_gradient_ready(step, offset, size); });

@@ -2,8 +2,11 @@
 // backend. gpu::Context (backend/cuda/context.cuh) has the same members,
 // run on a replica's stream, so layers are written once for both backends:
 //   template <class Ctx, class T> static void forward(Ctx& ctx, ...);
-// The host context holds nothing: its work runs on the calling thread, and
-// its queue (what collectives take where a GPU takes a stream) is an empty value.
+// The host context holds one choice, its GEMM: the build's (oneDNN, a BLAS
+// or the built-in one), or always lockstep's chain GEMM, whose bits do not
+// depend on how the rows are split (the deterministic row-order scheme,
+// core/determinism.hpp). Its work runs on the calling thread, and its queue
+// (what collectives take where a GPU takes a stream) is an empty value.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +14,7 @@
 #include <type_traits>
 
 #include "lockstep/backend/host/buffer.hpp"
+#include "lockstep/backend/host/chain_gemm_threads.hpp"
 #include "lockstep/backend/host/conv.hpp"
 #include "lockstep/backend/host/conv_onednn.hpp"
 #include "lockstep/backend/host/gemm.hpp"
@@ -18,6 +22,7 @@
 #include "lockstep/backend/host/pool.hpp"
 #include "lockstep/backend/host/queue.hpp"
 #include "lockstep/core/backend_tags.hpp"
+#include "lockstep/core/error.hpp"
 #include "lockstep/ops/activations.hpp"
 #include "lockstep/ops/window2d.hpp"
 
@@ -35,6 +40,10 @@ class Context {
   template <class T>
   using host_visible_buffer = AlignedBuffer<T>;
 
+  enum class GemmPath { kBuild, kChain };
+  Context() = default;
+  explicit Context(GemmPath path) : chain_(path == GemmPath::kChain) {}
+
   Queue queue() const { return {}; }
   void synchronize() {}
 
@@ -42,6 +51,16 @@ class Context {
   template <class T>
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
             T beta, T* c, int ldc) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (chain_) {
+        require(alpha == 1.0f && (beta == 0.0f || beta == 1.0f), "host::Context: the chain GEMM takes alpha 1 and "
+                "beta 0 or 1, given alpha ", alpha, " and beta ", beta);
+        if (m > 0 && n > 0)
+          chain_gemm_threads(detail::gemm_threads_here(), trans_a, trans_b, m, n, k, a, lda, b, ldb, beta == 1.0f, c,
+                             ldc);
+        return;
+      }
+    }
     host::gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
@@ -180,6 +199,9 @@ class Context {
   void copy(T* dst, const T* src, std::size_t n) {
     if (n) std::memcpy(static_cast<void*>(dst), src, n * sizeof(T));
   }
+
+ private:
+  bool chain_ = false;
 };
 
 }  // namespace lockstep::host
