@@ -16,33 +16,37 @@ using namespace lockstep;
 namespace {
 using namespace testing::determinism;
 
-template <class Optimizer>
-void check_every_replica_count(const Optimizer& opt) {
-  const Outcome one = train(OneDevicePolicy{}, opt, kUnits);
-  REQUIRE(one.snapshot.params != Model{21}.parameters());  // training moved the weights
+// One device, then 1, 2, 3, 4, 6 and 8 replicas and central storage, in
+// `mode` (24 units, or row order) on model M: every bit the same.
+template <class M, class Optimizer>
+void check_every_replica_count(const Optimizer& opt, Deterministic mode) {
+  const char* scheme = mode.row_order ? "row order" : "24 units";
+  const Outcome one = train<OneDevicePolicy, Optimizer, M>(OneDevicePolicy{}, opt, mode);
+  REQUIRE(one.snapshot.params != M{21}.parameters());  // training moved the weights
   REQUIRE(one.history["loss"].size() == 2);
   REQUIRE(one.history["val_loss"].size() == 2);  // validation is logged, and compared, too
   for (int replicas : {1, 2, 3, 4, 6, 8}) {
     CAPTURE(replicas);
-    const Outcome many = train(MirroredPolicy<HostAllReduce>{replicas}, opt, kUnits);
+    const Outcome many =
+        train<MirroredPolicy<HostAllReduce>, Optimizer, M>(MirroredPolicy<HostAllReduce>{replicas}, opt, mode);
     const std::string differs = first_difference(one, many);
-    MESSAGE(replicas << " replicas against one device: " << (differs.empty() ? "every bit equal" : differs + " differ")
-                     << " (" << many.snapshot.params.size() << " parameters, " << many.snapshot.state.size()
-                     << " state values, " << many.snapshot.slots.size() << " optimizer slots, loss "
-                     << many.history["loss"].back() << ")");
+    MESSAGE(scheme << ", " << replicas << " replicas against one device: "
+                   << (differs.empty() ? "every bit equal" : differs + " differ") << " ("
+                   << many.snapshot.params.size() << " parameters, " << many.snapshot.state.size() << " state values, "
+                   << many.snapshot.slots.size() << " optimizer slots, loss " << many.history["loss"].back() << ")");
     CHECK(differs == "");
   }
-  // The central update sums the same units in the same order.
-  CHECK(first_difference(one, train(CentralStoragePolicy{3}, opt, kUnits)) == "");
+  // The central update sums the same units (or slices) in the same order.
+  CHECK(first_difference(one, train<CentralStoragePolicy, Optimizer, M>(CentralStoragePolicy{3}, opt, mode)) == "");
 }
 }  // namespace
 
 TEST_CASE("deterministic mode: 1, 2, 3, 4, 6 and 8 replicas and one device give the same bits (Adam)") {
-  check_every_replica_count(Adam{0.01});
+  check_every_replica_count<Model>(Adam{0.01}, Deterministic{kUnits});
 }
 
 TEST_CASE("deterministic mode: 1, 2, 3, 4, 6 and 8 replicas and one device give the same bits (Sgd, momentum)") {
-  check_every_replica_count(Sgd(0.05, 0.9));
+  check_every_replica_count<Model>(Sgd(0.05, 0.9), Deterministic{kUnits});
 }
 
 TEST_CASE("deterministic mode stays within 1e-5 of the default mode, which keeps its own 1e-5 agreement") {
@@ -99,36 +103,12 @@ TEST_CASE("deterministic mode: a unit count that does not split over the replica
 // The row-order scheme: no units; the chain GEMM and every sum over rows in
 // the global batch's row order (with synchronised BatchNormalization, fused
 // with a Relu, and Dropout in the model).
-namespace {
-template <class Optimizer>
-void check_row_order(const Optimizer& opt) {
-  const Deterministic rows = Deterministic::in_row_order();
-  const Outcome one = train<OneDevicePolicy, Optimizer, RowOrderModel>(OneDevicePolicy{}, opt, rows);
-  REQUIRE(one.snapshot.params != RowOrderModel{21}.parameters());
-  REQUIRE(one.history["val_loss"].size() == 2);
-  for (int replicas : {1, 2, 3, 4, 6, 8}) {
-    CAPTURE(replicas);
-    const Outcome many =
-        train<MirroredPolicy<HostAllReduce>, Optimizer, RowOrderModel>(MirroredPolicy<HostAllReduce>{replicas}, opt, rows);
-    const std::string differs = first_difference(one, many);
-    MESSAGE("row order, " << replicas << " replicas against one device: "
-                          << (differs.empty() ? "every bit equal" : differs + " differ") << " ("
-                          << many.snapshot.params.size() << " parameters, " << many.snapshot.state.size()
-                          << " state values, " << many.snapshot.slots.size()
-                          << " optimizer slots, loss " << many.history["loss"].back() << ")");
-    CHECK(differs == "");
-  }
-  CHECK(first_difference(one, train<CentralStoragePolicy, Optimizer, RowOrderModel>(CentralStoragePolicy{3}, opt,
-                                                                                     rows)) == "");
-}
-}  // namespace
-
 TEST_CASE("deterministic row order: 1, 2, 3, 4, 6 and 8 replicas and one device give the same bits (Adam)") {
-  check_row_order(Adam{0.01});
+  check_every_replica_count<RowOrderModel>(Adam{0.01}, Deterministic::in_row_order());
 }
 
 TEST_CASE("deterministic row order: 1, 2, 3, 4, 6 and 8 replicas and one device give the same bits (Sgd, momentum)") {
-  check_row_order(Sgd(0.05, 0.9));
+  check_every_replica_count<RowOrderModel>(Sgd(0.05, 0.9), Deterministic::in_row_order());
 }
 
 TEST_CASE("deterministic row order stays within 1e-5 of the default mode") {

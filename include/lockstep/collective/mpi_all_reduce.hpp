@@ -149,6 +149,33 @@ class MpiProcesses {
               "MPI_Iallgather");
     collective_wait(request, "MPI_Iallgather (evaluation's sums)", count * sizeof(double));
   }
+  // Every process's bytes in rank order into `all` on every process, and
+  // each one's count in sizes[rank]: the deterministic row-order scheme's
+  // rows (train/row_order.hpp). Main thread, every rank.
+  void all_gather_bytes(const std::vector<char>& mine, std::vector<char>& all, std::vector<int>& sizes) {
+    require(mine.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "MpiAllReduce: ", mine.size(),
+            " bytes of rows to exchange, expected at most ", std::numeric_limits<int>::max(),
+            "; use a smaller batch size");
+    const int length = static_cast<int>(mine.size());
+    sizes.assign(static_cast<std::size_t>(size_), 0);
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallgather(&length, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_, &request), "MPI_Iallgather");
+    collective_wait(request, "MPI_Iallgather (the row-order mode's row counts)", sizeof(int));
+    std::vector<int> displs(sizes.size());
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < sizes.size(); ++r) {
+      displs[r] = static_cast<int>(total);
+      total += static_cast<std::size_t>(sizes[r]);
+      require(total <= static_cast<std::size_t>(std::numeric_limits<int>::max()), "MpiAllReduce: ", total,
+              " bytes of rows gathered, expected at most ", std::numeric_limits<int>::max(),
+              "; use a smaller batch size");
+    }
+    all.resize(total);
+    mpi_check(MPI_Iallgatherv(mine.data(), length, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, comm_,
+                              &request),
+              "MPI_Iallgatherv");
+    collective_wait(request, "MPI_Iallgatherv (the row-order mode's rows)", total);
+  }
   // Every process's text on rank 0, in rank order (other ranks get none):
   // the placement log's replica lines. Every rank must call it.
   std::vector<std::string> gather_to_root(const std::string& text) {

@@ -1,7 +1,8 @@
 // Deterministic: bitwise-reproducible training whatever the replica count
 // (strategy.set_deterministic), by one of two schemes.
 //
-// Row order (Deterministic::in_row_order(), host replicas of one process):
+// Row order (Deterministic::in_row_order(), host replicas, in one process or
+// several under MPI):
 // no units. Each replica computes its own rows with lockstep's chain GEMM
 // (backend/host/chain_gemm.hpp), whose every element is one chain of fused
 // multiply-adds whatever the split of the rows, columns or threads; every
@@ -12,7 +13,7 @@
 // count. Dense, SyncBatchNormalization, activations, Dropout, Flatten,
 // Reshape, pooling and Softmax take part; a model with another layer that
 // has parameters or state (Conv2D, the per-replica BatchNormalization) is an
-// Error that says to use units, as is a job of several processes or GPUs.
+// Error that says to use units, as are GPUs.
 //
 // Units (Deterministic{units}): every global batch is split into `units`
 // slices, a number that does not depend on how many replicas or processes

@@ -72,7 +72,9 @@ struct Dense {
       T* db = dparams + kWeights;
       if (rows > 0 && !Activation::kIdentity)
         ctx.for_each_index(static_cast<std::size_t>(rows) * Units, kernels::ActivationBackward<Activation, T>{y, dy, dy});
-      pass.rows.weight_gradients(ctx, x, In, dy, Units, rows, dw, db);  // (In, rows) x (rows, Units); dy's column sums
+      // (In, rows) x (rows, Units); dy's column sums. Backward writes over no
+      // rows after the first layer's (dx null).
+      pass.rows.weight_gradients(ctx, x, In, dy, Units, rows, dw, db, dx != nullptr);
       if (dx && rows > 0)
         ctx.gemm(false, true, rows, In, Units, T(1), dy, Units, params, Units, T(0), dx, In);  // (rows, Units) x (Units, In)
     }

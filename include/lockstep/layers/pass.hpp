@@ -50,9 +50,12 @@ struct OwnRows {
   // whether they do); a layer's own kernels decide on it at compile time.
   static constexpr bool kSpansReplicas = false;
   // dw(in, out) = x(rows, in)^T dy(rows, out), and db(out) = the sums of dy's
-  // columns unless db is null: a dense layer's gradients.
+  // columns unless db is null: a dense layer's gradients. rows_reused: false
+  // where backward writes over neither x nor dy afterwards (the first layer).
   template <class Ctx, class T>
-  void weight_gradients(Ctx& ctx, const T* x, int in, const T* dy, int out, int rows, T* dw, T* db) const {
+  void weight_gradients(Ctx& ctx, const T* x, int in, const T* dy, int out, int rows, T* dw, T* db,
+                        bool rows_reused = true) const {
+    (void)rows_reused;
     const std::size_t weights = static_cast<std::size_t>(in) * static_cast<std::size_t>(out);
     if (rows == 0) {
       ctx.zero(dw, weights);

@@ -99,12 +99,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
         deterministic_(determinism_of(strategy)) {
     pool_.emplace(strategy.replicas(), host::Denormals::kFlushToZero);
     make_group();
-    if (deterministic_.row_order) {
-      require(group_->process_count() == 1, "Deterministic::in_row_order(): a job of ", group_->process_count(),
-              " processes; the row-order scheme takes the sums over rows across the replicas of one process so "
-              "far: use Deterministic{units} (for example 24) across processes");
-      row_order_.emplace(strategy.replicas(), communication_.timeout_seconds);
-    }
+    if (deterministic_.row_order) make_row_order();
     if (deterministic_.by_units()) {
       // The units of this process become its logical replicas; the group
       // sums them in unit order. As many run at once as the default mode
@@ -233,8 +228,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     const std::size_t capacity = Loader::slice_capacity(batch_size, data.size(), total);
     check_batch_buffers<Model>("evaluate", capacity, 0, false);
     std::vector<double> sums(static_cast<std::size_t>(n) * kStats, 0.0);
-    // The row-order scheme keeps each sample's values, summed in sample order below.
-    std::vector<float> per_sample(row_order_ ? data.size() * kStats : 0);
+    // The row-order scheme keeps each sample's values (0 for another
+    // process's samples), summed in sample order below.
+    std::vector<double> per_sample(row_order_ ? data.size() * kStats : 0);
     const std::function<void(int)> job = [&](int r) {
       host::Context ctx(gemm_path());
       typename Model::Workspace ws(static_cast<int>(capacity));
@@ -257,7 +253,9 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
       });
     };
     pool_->run(job);
-    if (row_order_) {  // one process: its sums are the job's
+    if (row_order_) {
+      // Every process's values, exactly: each sample's is nonzero on one process at most.
+      group_->sum_across_processes(per_sample.data(), per_sample.size());
       std::vector<double> out(kStats, 0.0);
       for (std::size_t i = 0; i < kStats; ++i)
         for (std::size_t k = 0; k < data.size(); ++k) out[i] += per_sample[i * data.size() + k];
@@ -423,6 +421,24 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     if (deterministic_.by_units()) in_unit_order(*group_);
   }
 
+  // The row-order scheme's table: this process's replicas, and across
+  // processes the group's exchange of rows (a group that has none cannot).
+  void make_row_order() {
+    row_order_.emplace(pool_->size(), communication_.timeout_seconds);
+    if (group_->process_count() == 1) return;
+    if constexpr (is_detected<group_all_gather_bytes, group_type>) {
+      row_order_->across_processes(group_->process_rank(), group_->process_count(),
+                                   [this](const std::vector<char>& mine, std::vector<char>& all,
+                                          std::vector<int>& sizes) { group_->all_gather_bytes(mine, all, sizes); });
+    } else {
+      fail("Deterministic::in_row_order(): ", collective::kName, " cannot exchange the rows of its ",
+           group_->process_count(), " processes; use MultiWorkerMirroredPolicy<MpiAllReduce>, or Deterministic{units}");
+    }
+  }
+  template <class G>
+  using group_all_gather_bytes = decltype(std::declval<G&>().all_gather_bytes(
+      std::declval<const std::vector<char>&>(), std::declval<std::vector<char>&>(), std::declval<std::vector<int>&>()));
+
   // The row-order scheme computes every GEMM with the chain GEMM.
   host::Context::GemmPath gemm_path() const {
     return row_order_ ? host::Context::GemmPath::kChain : host::Context::GemmPath::kBuild;
@@ -448,7 +464,7 @@ class Executor<Host, Strategy, Optimizer, Loss, Metrics<Metric...>> {
     } catch (...) {
       group_->end_job_after_failure(detail::describe(std::current_exception()).c_str());
       make_group();
-      if (row_order_) row_order_.emplace(pool_->size(), communication_.timeout_seconds);
+      if (row_order_) make_row_order();
       throw;
     }
   }
