@@ -100,7 +100,7 @@ const char* kUsage =
     "                  at most 4096\n"
     "  --row-order     train bit for bit the same whatever --replicas, without units: every\n"
     "                  product on lockstep's chain GEMM and every sum over rows in row order\n"
-    "                  (0.82-0.85 of the default mode's speed); host backend, --model mlp only\n"
+    "                  (0.73-0.92 of the default mode's speed); host backend, --model mlp only\n"
     "                  (not yet convolutions or a per-replica BatchNormalization)\n"
     "  --save PATH     write the trained weights, state and optimizer slots to PATH (a\n"
     "                  lockstep checkpoint: safetensors); a PATH that cannot be written is an\n"

@@ -6,6 +6,8 @@
 // the same for the row-order scheme (Deterministic::in_row_order()).
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "lockstep/mpi.hpp"
 #include "train/determinism_helpers.hpp"
 
@@ -25,7 +27,7 @@ void check_against_one_process(const Optimizer& opt, Deterministic mode) {
   const Outcome four = train<Mirrored, Optimizer, M>(Mirrored{4}, opt, mode);
   const Outcome one = train<OneDevicePolicy, Optimizer, M>(OneDevicePolicy{}, opt, mode);
   CHECK(multi.snapshot.params != M{21}.parameters());
-  MESSAGE((mode.row_order ? "row order" : "units")
+  MESSAGE(std::string(mode.row_order ? "row order" : "units")
           << ", np x 2 replicas against one process of 4: "
           << (first_difference(multi, four).empty() ? "every bit equal" : first_difference(multi, four) + " differ")
           << "; against one device: "

@@ -20,7 +20,7 @@ using namespace testing::determinism;
 // `mode` (24 units, or row order) on model M: every bit the same.
 template <class M, class Optimizer>
 void check_every_replica_count(const Optimizer& opt, Deterministic mode) {
-  const char* scheme = mode.row_order ? "row order" : "24 units";
+  const std::string scheme = mode.row_order ? "row order" : "24 units";
   const Outcome one = train<OneDevicePolicy, Optimizer, M>(OneDevicePolicy{}, opt, mode);
   REQUIRE(one.snapshot.params != M{21}.parameters());  // training moved the weights
   REQUIRE(one.history["loss"].size() == 2);

@@ -89,6 +89,36 @@ TEST_CASE("central storage times out the same way") {
   CHECK(trainer.fit(model, data, testing::quiet_fit(32, 1)).epochs == 1);
 }
 
+TEST_CASE("the deterministic row order times out the same way, naming the replica, and trains on afterwards") {
+  // Replica 0 meets the others at the loss sums, after forward: replica 1,
+  // stalled in forward, does not come.
+  using namespace lockstep;
+  using Strategy = MirroredPolicy<HostAllReduce>;
+  const Dataset data = testing::argmax_dataset(256, 8, 3, 1);
+  Sequential<Input<8>, Dense<16>, StallingRelu, Dense<3>> model{0};
+  Strategy strategy{2, CommunicationOptions{0.5}};
+  strategy.set_deterministic(Deterministic::in_row_order());
+  Trainer<Strategy, Sgd> trainer{strategy, Sgd{0.1}};
+  stall_now = false;
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    trainer.fit(model, data, testing::quiet_fit(32, 1), StallAtStep{2});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stall_now = false;
+  MESSAGE("fit threw after ", seconds, " s: ", message);
+  CHECK(message.find("deterministic row-order mode: a replica waited for the others' rows") != std::string::npos);
+  CHECK(message.find("replica 1 (of 2) did not arrive") != std::string::npos);
+  CHECK(seconds < 5.0);
+  // The table was made anew with the collective.
+  const History history = trainer.fit(model, data, testing::quiet_fit(32, 2));
+  CHECK(history.epochs == 2);
+  CHECK(std::isfinite(history["loss"].back()));
+}
+
 TEST_CASE("CommunicationOptions::timeout_seconds must be positive and finite") {
   using namespace lockstep;
   CHECK(MirroredPolicy<HostAllReduce>{2}.communication().timeout_seconds == 300.0);
