@@ -35,6 +35,28 @@ struct StallAtStep {
     if (at + 1 == step) stall_now = true;
   }
 };
+
+// What a fit whose replicas stall from step `step` on ended with: the Error's
+// message (empty if none) and how long it took.
+struct Stalled {
+  std::string message;
+  double seconds = 0;
+};
+template <class Trainer, class Model>
+Stalled fit_stalling_at(Trainer& trainer, Model& model, const lockstep::Dataset& data, std::size_t step) {
+  stall_now = false;
+  const auto start = std::chrono::steady_clock::now();
+  Stalled out;
+  try {
+    trainer.fit(model, data, lockstep::testing::quiet_fit(32, 1), StallAtStep{step});
+  } catch (const lockstep::Error& e) {
+    out.message = e.what();
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stall_now = false;
+  MESSAGE("fit threw after ", out.seconds, " s: ", out.message);
+  return out;
+}
 }  // namespace
 
 TEST_CASE("a stalled replica makes fit throw within the timeout naming it and the trainer trains on afterwards") {
@@ -45,17 +67,7 @@ TEST_CASE("a stalled replica makes fit throw within the timeout naming it and th
   Strategy strategy{2, CommunicationOptions{1.0}};
   CHECK(strategy.communication().timeout_seconds == 1.0);
   Trainer<Strategy, Adam> trainer{strategy, Adam{1e-2}};
-  stall_now = false;
-  const auto start = std::chrono::steady_clock::now();
-  std::string message;
-  try {
-    trainer.fit(model, data, testing::quiet_fit(32, 1), StallAtStep{3});
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stall_now = false;
-  MESSAGE("fit threw after ", seconds, " s: ", message);
+  const auto [message, seconds] = fit_stalling_at(trainer, model, data, 3);
   CHECK(message.find("HostAllReduce") != std::string::npos);
   CHECK(message.find("in step 3 of this fit") != std::string::npos);
   CHECK(message.find("replica 1 (of 2) did not arrive") != std::string::npos);
@@ -76,14 +88,7 @@ TEST_CASE("central storage times out the same way") {
   CentralStoragePolicy strategy{2};
   strategy.set_communication(CommunicationOptions{0.5});
   Trainer<CentralStoragePolicy, Sgd> trainer{strategy, Sgd{0.1}};
-  stall_now = false;
-  std::string message;
-  try {
-    trainer.fit(model, data, testing::quiet_fit(32, 1), StallAtStep{1});
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  stall_now = false;
+  const std::string message = fit_stalling_at(trainer, model, data, 1).message;
   CHECK(message.find("reduce_to_root") != std::string::npos);
   CHECK(message.find("replica 1 (of 2) did not arrive") != std::string::npos);
   CHECK(trainer.fit(model, data, testing::quiet_fit(32, 1)).epochs == 1);
@@ -99,17 +104,7 @@ TEST_CASE("the deterministic row order times out the same way, naming the replic
   Strategy strategy{2, CommunicationOptions{0.5}};
   strategy.set_deterministic(Deterministic::in_row_order());
   Trainer<Strategy, Sgd> trainer{strategy, Sgd{0.1}};
-  stall_now = false;
-  const auto start = std::chrono::steady_clock::now();
-  std::string message;
-  try {
-    trainer.fit(model, data, testing::quiet_fit(32, 1), StallAtStep{2});
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stall_now = false;
-  MESSAGE("fit threw after ", seconds, " s: ", message);
+  const auto [message, seconds] = fit_stalling_at(trainer, model, data, 2);
   CHECK(message.find("deterministic row-order mode: a replica waited for the others' rows") != std::string::npos);
   CHECK(message.find("replica 1 (of 2) did not arrive") != std::string::npos);
   CHECK(seconds < 5.0);

@@ -70,8 +70,10 @@ struct Dense {
       const T* params = s.params;
       T* dw = dparams;
       T* db = dparams + kWeights;
-      if (rows > 0 && !Activation::kIdentity)
-        ctx.for_each_index(static_cast<std::size_t>(rows) * Units, kernels::ActivationBackward<Activation, T>{y, dy, dy});
+      if constexpr (!Activation::kIdentity)
+        if (rows > 0)
+          ctx.for_each_index(static_cast<std::size_t>(rows) * Units,
+                             kernels::ActivationBackward<Activation, T>{y, dy, dy});
       // (In, rows) x (rows, Units); dy's column sums. Backward writes over no
       // rows after the first layer's (dx null).
       pass.rows.weight_gradients(ctx, x, In, dy, Units, rows, dw, db, dx != nullptr);

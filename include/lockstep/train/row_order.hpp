@@ -188,8 +188,8 @@ class RowOrderSums {
     const std::size_t width = static_cast<std::size_t>(out), inputs = static_cast<std::size_t>(in);
     const std::vector<RowOrderTable::Rows>& all =
         table_->publish(replica_, {{x, inputs, 1, inputs}, {dy, width, 1, width}, rows});
-    // dw's rows (x's columns), in the chain GEMM's 12-row tiles.
-    const auto [i0, i1] = table_->slice(in, replica_, 12);
+    // dw's rows (x's columns), in the chain GEMM's row tiles.
+    const auto [i0, i1] = table_->slice(in, replica_, detail::kChainMr);
     std::fill(dw, dw + static_cast<std::size_t>(i0) * width, -0.0f);
     std::fill(dw + static_cast<std::size_t>(i1) * width, dw + inputs * width, -0.0f);
     bool started = false;
@@ -202,7 +202,7 @@ class RowOrderSums {
     }
     if (!started) std::fill(dw + static_cast<std::size_t>(i0) * width, dw + static_cast<std::size_t>(i1) * width, 0.0f);
     if (db) {
-      const auto [j0, j1] = table_->slice(out, replica_, 16);
+      const auto [j0, j1] = table_->slice(out, replica_, detail::kChainLanes);
       std::fill(db, db + j0, -0.0f);
       std::fill(db + j0, db + j1, 0.0f);
       std::fill(db + j1, db + out, -0.0f);
