@@ -4,7 +4,7 @@
 //                         [--collective nccl|hierarchical|one_device] [--replicas N]
 //                         [--batch-size B] [--steps S] [--epochs E] [--blas-threads T]
 //                         [--mfu yes|no] [--model mlp|mlp_bn_dropout|cnn|cnn_bn] [--conv builtin|onednn]
-//                         [--profile off|compiled|recording] [--deterministic UNITS|rows]
+//                         [--profile off|compiled|recording] [--deterministic UNITS|rows] [--paired N]
 // --model mlp (default): 784-256-10; mlp_bn_dropout: the same with
 // BatchNormalization, Relu and Dropout 0.2 after the first Dense; cnn: Keras'
 // simple MNIST convnet, and cnn_bn: the same with BatchNormalization after
@@ -21,6 +21,9 @@
 // --deterministic UNITS trains in the deterministic mode with that many units
 // (core/determinism.hpp; 24 covers 1, 2, 3, 4, 6 and 8 replicas); rows: in
 // the row-order scheme (Deterministic::in_row_order(), no units).
+// --paired N (with --deterministic) times that mode against the default mode
+// in one process, N rounds of one fit each, taking turns (measure_paired),
+// and prints the medians: default_samples_per_s, samples_per_s and ratio.
 // multiworker runs under mpirun; --replicas is then per process, B global.
 // --backend cuda (train_throughput_cuda, built by nvcc): N GPUs, MirroredPolicy
 // with the chosen collective; it prints the model TFLOP/s instead of mfu.
@@ -43,6 +46,7 @@
 
 #include "../examples/fashion_mnist/models.hpp"
 #include "gemm_timing.hpp"
+#include "median.hpp"
 #if defined(LOCKSTEP_HAVE_MPI)
 #include <lockstep/mpi.hpp>
 #endif
@@ -57,6 +61,7 @@ namespace {
 constexpr int kMaxReplicas = 1024;
 constexpr std::size_t kMaxBatchSize = 2147483647;  // 2^31 - 1
 constexpr int kMaxSteps = 1000000;
+constexpr int kMaxRounds = 1000;
 
 // --deterministic rows: the row-order scheme, where Run::deterministic holds a unit count.
 constexpr int kRowOrder = -1;
@@ -66,6 +71,7 @@ struct Run {
   std::size_t batch = 128;
   int steps = 200, epochs = 1, blas_threads = 0;
   int deterministic = 0;  // units of the deterministic mode; kRowOrder: row order; 0: the default mode
+  int paired = 0;         // rounds of the deterministic mode against the default mode in one process; 0: no pairs
   bool mfu = true;  // measure the SGEMM peak afterwards and print mfu
   std::string profile = "off";
 };
@@ -76,12 +82,11 @@ using fashion_mnist::CnnBn;
 using fashion_mnist::Mlp;
 using fashion_mnist::MlpBnDropout;
 
-template <class Model, class Strategy>
-int measure(Strategy strategy, const char* name, const Run& run) {
-  const std::size_t batch = run.batch;
-  const int steps = run.steps * run.epochs;  // timed steps
+// A data set of run.steps batches of uniform pixels and random labels, in Model's input shape.
+template <class Model>
+lockstep::Dataset synthetic_data(const Run& run) {
   using namespace lockstep;
-  // A data set of run.steps batches of uniform pixels and random labels.
+  const std::size_t batch = run.batch;
   const std::size_t samples = batch * static_cast<std::size_t>(run.steps);
   constexpr std::size_t kFeatures = Model::kInputs;
   // Checked before the allocation, which Linux may grant and then kill the process for.
@@ -95,12 +100,73 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   std::vector<std::int32_t> y(samples);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = Philox4x32::uniform(1, rng_stream::kData, i);
   for (std::size_t i = 0; i < samples; ++i) y[i] = static_cast<std::int32_t>(Philox4x32::bits64(2, rng_stream::kData, i) % 10);
-  const Dataset data(std::move(x), kFeatures, std::move(y));
+  return Dataset(std::move(x), kFeatures, std::move(y));
+}
+
+lockstep::Deterministic deterministic_of(const Run& run) {
+  return run.deterministic == kRowOrder ? lockstep::Deterministic::in_row_order()
+                                        : lockstep::Deterministic{run.deterministic};
+}
+
+// --paired N: the deterministic mode against the default mode in this one
+// process, N rounds of one fit of --epochs each, the two modes taking turns
+// (which goes first alternates). This machine's speed drifts over seconds, so
+// two runs a fraction of a second apart see nearly the same machine, where
+// two processes run one after the other often do not. Prints each round's
+// pair, then the medians.
+template <class Model, class Strategy>
+int measure_paired(Strategy strategy, const char* name, const Run& run) {
+  using namespace lockstep;
+  const Dataset data = synthetic_data<Model>(run);
+  Strategy det_strategy = strategy;
+  det_strategy.set_deterministic(deterministic_of(run));
+  Trainer<Strategy, Adam> plain{strategy, Adam{}}, deterministic{det_strategy, Adam{}};
+  Model plain_model{0}, deterministic_model{0};
+  Trainer<Strategy, Adam>* trainers[2] = {&plain, &deterministic};
+  Model* models[2] = {&plain_model, &deterministic_model};
+  FitOptions options;
+  options.batch_size = run.batch;
+  options.verbose = false;
+  options.epochs = 1;
+  for (int m = 0; m < 2; ++m)  // warm-up
+    trainers[m]->fit(*models[m], data.slice(0, std::min<std::size_t>(data.size(), run.batch * 10)), options);
+  options.epochs = run.epochs;
+  const double samples = static_cast<double>(data.size()) * run.epochs;
+  std::vector<double> rates[2], ratios;
+  for (int round = 0; round < run.paired; ++round) {
+    double rate[2] = {0, 0};
+    for (int turn = 0; turn < 2; ++turn) {
+      const int m = (turn + round) % 2;
+      const auto t0 = std::chrono::steady_clock::now();
+      trainers[m]->fit(*models[m], data, options);
+      rate[m] = samples / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rates[m].push_back(rate[m]);
+    }
+    ratios.push_back(rate[1] / rate[0]);
+    if (plain.process_rank() == 0)
+      std::printf("round %d default_samples_per_s=%.0f deterministic_samples_per_s=%.0f ratio=%.3f\n", round + 1,
+                  rate[0], rate[1], ratios.back());
+  }
+  if (plain.process_rank() != 0) return 0;
+  std::printf("backend=%s strategy=%s replicas=%d batch_size=%zu steps=%d deterministic=%s rounds=%d\n",
+              Strategy::backend::kName, name, plain.global_replicas(), run.batch, run.steps * run.epochs,
+              run.deterministic == kRowOrder ? "rows" : std::to_string(run.deterministic).c_str(), run.paired);
+  std::printf("default_samples_per_s=%.0f samples_per_s=%.0f ratio=%.3f\n", bench::median(rates[0]),
+              bench::median(rates[1]), bench::median(ratios));
+  return 0;
+}
+
+template <class Model, class Strategy>
+int measure(Strategy strategy, const char* name, const Run& run) {
+  if (run.paired) return measure_paired<Model>(strategy, name, run);
+  const std::size_t batch = run.batch;
+  const int steps = run.steps * run.epochs;  // timed steps
+  const std::size_t samples = batch * static_cast<std::size_t>(run.steps);
+  using namespace lockstep;
+  const Dataset data = synthetic_data<Model>(run);
 
   Model model{0};
-  if (run.deterministic)
-    strategy.set_deterministic(run.deterministic == kRowOrder ? Deterministic::in_row_order()
-                                                              : Deterministic{run.deterministic});
+  if (run.deterministic) strategy.set_deterministic(deterministic_of(run));
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
   constexpr bool kHost = std::is_same_v<typename Strategy::backend, Host>;
   if (kHost && run.blas_threads > 0) host::set_blas_threads(run.blas_threads);  // instead of cores / replicas
@@ -219,13 +285,18 @@ int benchmark(int argc, char** argv) {
       else if (flag == "--blas-threads") run.blas_threads = parse_integer(flag, value, 1, kMaxReplicas);
       else if (flag == "--deterministic")
         run.deterministic = value == "rows" ? kRowOrder : parse_integer(flag, value, 1, detail::kMaxUnits);
+      else if (flag == "--paired") run.paired = parse_integer(flag, value, 1, kMaxRounds);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
-                "--steps, --epochs, --blas-threads, --mfu, --model, --conv, --profile or --deterministic");
+                "--steps, --epochs, --blas-threads, --mfu, --model, --conv, --profile, --deterministic or --paired");
     }
     // The timed steps are counted in an int.
     require(static_cast<long long>(run.steps) * run.epochs <= kMaxSteps, "--steps ", run.steps, " times --epochs ",
             run.epochs, " is ", static_cast<long long>(run.steps) * run.epochs, " timed steps, expected at most ",
             kMaxSteps);
+    require(!run.paired || run.deterministic, "--paired ", run.paired,
+            ": pairs the deterministic mode with the default mode; give --deterministic UNITS or rows too");
+    require(!run.paired || run.profile == "off", "--paired with --profile ", run.profile,
+            ": pairs run unprofiled; drop one of the two");
     if (backend == "cuda") {
 #if defined(LOCKSTEP_HAVE_CUDA)
       require(strategy == "mirrored", "--strategy ", strategy, ": the cuda backend runs mirrored");

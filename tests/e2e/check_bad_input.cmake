@@ -79,6 +79,10 @@ if(BENCHMARK)
          --mfu no RC 2 MATCH "Deterministic\\{24\\}: 24 units do not split evenly over 1 process x 5 replicas")
   expect("train_throughput --deterministic 0" ${BENCHMARK} ARGS --deterministic 0 RC 2
          MATCH "--deterministic: 0 is out of range; expected an integer from 1 to 4096")
+  expect("train_throughput --paired 3 without --deterministic" ${BENCHMARK} ARGS --paired 3 RC 2
+         MATCH "--paired 3: pairs the deterministic mode with the default mode; give --deterministic UNITS or rows too")
+  expect("train_throughput --paired 0" ${BENCHMARK} ARGS --deterministic rows --paired 0 RC 2
+         MATCH "--paired: 0 is out of range; expected an integer from 1 to 1000")
   expect("train_throughput --replicas 4294967298" ${BENCHMARK} ARGS --replicas 4294967298 RC 2
          MATCH "--replicas: 4294967298 is out of range; expected an integer from 1 to 1024")
   expect("train_throughput --batch-size 99999999999999999999" ${BENCHMARK} ARGS --batch-size 99999999999999999999
