@@ -111,6 +111,17 @@ TEST_CASE("deterministic row order: 1, 2, 3, 4, 6 and 8 replicas and one device 
   check_every_replica_count<RowOrderModel>(Sgd(0.05, 0.9), Deterministic::in_row_order());
 }
 
+TEST_CASE("deterministic row order: a layer whose layer below meets first skips its second meeting, same bits") {
+  // Which layers skip it: those with a Dense, or a synchronised
+  // BatchNormalization past the Relu fused into it, below.
+  static_assert(RowOrderStack::below_meets_first<1>() && RowOrderStack::below_meets_first<5>());
+  static_assert(RowOrderStack::below_meets_first<4>());  // layer 3 (Relu) is fused into layer 2
+  static_assert(!RowOrderStack::below_meets_first<0>());  // nothing below the first layer
+  static_assert(!RowOrderModel::below_meets_first<4>() && !RowOrderModel::below_meets_first<6>());  // Dropout, Relu
+  static_assert(!Sequential<Input<4>, Dense<4>, BatchNormalization<>, Relu, Dense<2>>::below_meets_first<3>());
+  check_every_replica_count<RowOrderStack>(Adam{0.01}, Deterministic::in_row_order());
+}
+
 TEST_CASE("deterministic row order stays within 1e-5 of the default mode") {
   using Mirrored = MirroredPolicy<HostAllReduce>;
   const Sgd opt(0.05, 0.9);

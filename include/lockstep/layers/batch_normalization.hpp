@@ -371,6 +371,9 @@ struct BatchNormalization {
     // then go through pass.rows. Per-replica statistics depend on the
     // replica count by definition.
     static constexpr bool kRowOrder = Synchronized;
+    // Synchronised, its backward meets at row_sums before it writes dx (dy is
+    // read only).
+    static constexpr bool kMeetsFirst = Synchronized;
     static constexpr const char* kName = "batch_normalization";
 
     template <class F>

@@ -39,6 +39,9 @@ struct Dense {
     // Its sums over rows go through the pass (pass.rows): the deterministic
     // row-order scheme may run it (core/determinism.hpp).
     static constexpr bool kRowOrder = true;
+    // Backward meets at weight_gradients before the dx GEMM; its activation's
+    // backward before that writes its own dy, which no layer above published.
+    static constexpr bool kMeetsFirst = true;
 
     // f(name, trainable, offset, shape) for each variable, Keras' names and
     // shapes; offsets into the layer's parameters (trainable) or state.
@@ -74,9 +77,10 @@ struct Dense {
         if (rows > 0)
           ctx.for_each_index(static_cast<std::size_t>(rows) * Units,
                              kernels::ActivationBackward<Activation, T>{y, dy, dy});
-      // (In, rows) x (rows, Units); dy's column sums. Backward writes over no
-      // rows after the first layer's (dx null).
-      pass.rows.weight_gradients(ctx, x, In, dy, Units, rows, dw, db, dx != nullptr);
+      // (In, rows) x (rows, Units); dy's column sums. Nothing writes over x or
+      // dy before every replica has read them where this is the first layer
+      // (dx null) or the layer below meets the replicas first.
+      pass.rows.weight_gradients(ctx, x, In, dy, Units, rows, dw, db, dx != nullptr && !pass.below_meets_first);
       if (dx && rows > 0)
         ctx.gemm(false, true, rows, In, Units, T(1), dy, Units, params, Units, T(0), dx, In);  // (rows, Units) x (Units, In)
     }

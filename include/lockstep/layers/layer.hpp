@@ -13,6 +13,10 @@
 //   kRowOrder    (optional)                  true: its sums over rows go through
 //                                            pass.rows (the deterministic row-order
 //                                            scheme may run it; see row_order_ready)
+//   kMeetsFirst  (optional)                  true: in the row-order scheme its
+//                                            backward meets every replica at a sum
+//                                            over rows before it writes anything
+//                                            but its own scratch (meets_first)
 //   kName, variables(f)       (optional)     Keras' layer name ("dense") and
 //                                            f(name, trainable, offset, shape)
 //                                            per variable: saved weights' names
@@ -132,6 +136,21 @@ constexpr bool row_order_ready() {
     return B::kRowOrder;
   else
     return B::kParams == 0 && state_size<B>() == 0;
+}
+
+// Whether a bound layer's backward, in the row-order scheme, meets every
+// replica at a sum over rows before it writes over any buffer another layer
+// published rows from (the gradient it writes as dx, or its dy): the layer
+// above it then needs no second meeting to keep those rows until every
+// replica has read them (BasicPass::below_meets_first).
+template <class B>
+using meets_first_probe = decltype(B::kMeetsFirst);
+template <class B>
+constexpr bool meets_first() {
+  if constexpr (is_detected<meets_first_probe, B>)
+    return B::kMeetsFirst;
+  else
+    return false;
 }
 
 template <class B>

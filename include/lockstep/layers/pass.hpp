@@ -9,6 +9,11 @@
 //               when they run (host-visible memory on CUDA, so a step
 //               replayed from a graph uses the current step's key)
 //   layer       the index of the layer being run (set by the model)
+//   below_meets_first
+//               backward: the layer whose backward runs next meets every
+//               replica at a sum over rows before it writes anything
+//               (detail::meets_first; set by the model), so the rows this
+//               layer gives `rows` outlive every replica's reading of them
 //   sum         sums a small float buffer in place over every replica of every
 //               process (a collective call: every replica makes the same calls
 //               in the same order, also with 0 rows); the sum of one replica
@@ -51,7 +56,8 @@ struct OwnRows {
   static constexpr bool kSpansReplicas = false;
   // dw(in, out) = x(rows, in)^T dy(rows, out), and db(out) = the sums of dy's
   // columns unless db is null: a dense layer's gradients. rows_reused: false
-  // where backward writes over neither x nor dy afterwards (the first layer).
+  // where backward writes over neither x nor dy before the replicas meet
+  // again (the first layer; a layer whose below_meets_first).
   template <class Ctx, class T>
   void weight_gradients(Ctx& ctx, const T* x, int in, const T* dy, int out, int rows, T* dw, T* db,
                         bool rows_reused = true) const {
@@ -82,15 +88,17 @@ struct BasicPass : Tracer {
   std::uint64_t first_row = 0;
   std::uint64_t key = 0;
   std::uint64_t layer = 0;
+  bool below_meets_first = false;
   Sum sum{};
   Rows rows{};
   const std::uint64_t* key_at = nullptr;  // where the key is read at run time; null: `key` itself
 
   bool training() const { return mode == Mode::kTraining; }
   const std::uint64_t* key_source() const { return key_at ? key_at : &key; }
-  BasicPass for_layer(std::uint64_t index) const {
+  BasicPass for_layer(std::uint64_t index, bool below_meets = false) const {
     BasicPass p = *this;
     p.layer = index;
+    p.below_meets_first = below_meets;
     return p;
   }
 };

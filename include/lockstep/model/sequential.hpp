@@ -171,6 +171,18 @@ class Sequential {
     else
       return fuses_next<I - 1>();
   }
+  // Whether the layer whose backward runs after layer I's (the one below,
+  // past an activation fused into the layer before it) meets every replica
+  // first (detail::meets_first): backward's pass.below_meets_first.
+  template <std::size_t I>
+  static constexpr bool below_meets_first() {
+    if constexpr (I == 0)
+      return false;
+    else if constexpr (fused_into_previous<I - 1>())
+      return below_meets_first<I - 1>();
+    else
+      return detail::meets_first<layer<I - 1>>();
+  }
 
  private:
   // The values per row of layer I's output that a workspace stores: none
@@ -397,11 +409,12 @@ class Sequential {
       T* dx = i == 0 ? nullptr : ws.grad(1 - cur);
       {
         const auto span = layer_scope(pass, observe::Phase::kBackward, i);
+        const auto layer_pass = pass.for_layer(i, below_meets_first<i>());
         if constexpr (fuses_next<i>())
           layer<i>::template backward_activated<next_activation<i>>(
-              ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.grad(cur), dx, grads + kOffsets[i], rows);
+              ctx, layer_pass, slots<i>(params, state, ws), in, ws.grad(cur), dx, grads + kOffsets[i], rows);
         else
-          layer<i>::backward(ctx, pass.for_layer(i), slots<i>(params, state, ws), in, ws.activation(i),
+          layer<i>::backward(ctx, layer_pass, slots<i>(params, state, ws), in, ws.activation(i),
                              ws.grad(cur), dx, grads + kOffsets[i], rows);
       }
       on_ready(kOffsets[i], layer<i>::kParams);
