@@ -98,6 +98,18 @@ TEST_CASE("chain_gemm: every element is the scalar chain of fused multiply-adds 
               REQUIRE(same_bits(run(q, accumulate), scalar_chain(q, accumulate, fused)));
             }
           }
+  // k in several passes (kChainBlockK) and the columns in several blocks of
+  // packed panels (kChainBlockBytes), the last one part of a panel.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const Problem q = make(ta, tb, 5, 750, 1030, seed += 3);
+      for (bool accumulate : {false, true}) {
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CAPTURE(accumulate);
+        REQUIRE(same_bits(run(q, accumulate), scalar_chain(q, accumulate, fused)));
+      }
+    }
 }
 
 TEST_CASE("chain_gemm: rows, columns or k split over calls give the same bits as one call") {

@@ -11,7 +11,8 @@
 // Building block for issue 18's deterministic mode: a layer's forward and
 // input gradient give each row the same bits whatever the rows per replica,
 // and a weight gradient over the global batch, in row order, is the same
-// float whichever replicas hold the rows. The executors do not use it so yet.
+// float whichever replicas hold the rows: the row-order scheme runs every
+// product on it (train/row_order.hpp).
 //
 // Paths, chosen once per process from the running CPU: AVX-512F with FMA,
 // AVX2 with FMA, or portable C++. The first two compute the same chain and give
@@ -28,6 +29,8 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <string_view>
 #include <utility>
@@ -58,9 +61,13 @@ namespace lockstep::host {
 
 namespace detail {
 
-// The k rows per pass: a B panel of these rows (32 KB) stays in L1 while the
-// tiles of C down it, each in registers, stream their rows of A from L2.
-inline constexpr int kChainBlockK = 256;
+// The k rows per pass: a tile's rows of A for these k (at most 32 KB, the
+// transposed A's rows a cache line each) stay in L1 while the tile meets
+// every B panel of a column block in turn, the block's packed panels (at most
+// kChainBlockBytes) streaming from L2. Fewer, longer passes load and store
+// each tile of C fewer times.
+inline constexpr int kChainBlockK = 512;
+inline constexpr std::size_t kChainBlockBytes = std::size_t{1} << 20;
 
 // Tiles of C, in registers: kChainMr rows by two vectors of 16 columns, or,
 // for outputs at most 16 wide, twice the rows by one vector. The last rows of
@@ -253,6 +260,13 @@ inline ChainPanels& chain_panels() {
   thread_local ChainPanels panels;
   return panels;
 }
+// n floats of a panel, from a 64-byte boundary: a vector of 16 floats read
+// from it is one cache line, not two halves of two.
+inline float* chain_aligned(std::vector<float>& v, std::size_t n) {
+  v.resize(n + 16);
+  const auto address = reinterpret_cast<std::uintptr_t>(v.data());
+  return v.data() + ((64 - address % 64) % 64) / sizeof(float);
+}
 
 }  // namespace detail
 
@@ -260,6 +274,39 @@ inline ChainPanels& chain_panels() {
 inline const char* chain_gemm_path() { return detail::chain_path().name; }
 
 namespace detail {
+
+// Rows k0 .. k0 + kc of op(B)'s columns n0 .. n0 + n as panels of nr
+// columns, panel j's row p at out[(j * kc + p) * nr], zero past the last
+// column: a panel's rows adjacent in memory (B's own rows may be 1 KB apart,
+// which maps them to a few L1 sets), each read as whole cache lines.
+inline void pack_b_panels(bool trans_b, int n, int kc, int nr, const float* b, int ldb, int k0, int n0, float* out) {
+  const int n_panels = (n + nr - 1) / nr;
+  for (int panel = 0; panel < n_panels; ++panel) {
+    const int j0 = n0 + panel * nr, width = std::min(nr, n0 + n - j0);
+    float* bp = out + static_cast<std::ptrdiff_t>(panel) * kc * nr;
+    if (trans_b) {
+      for (int p = 0; p < kc; ++p) std::fill(bp + p * nr + width, bp + (p + 1) * nr, 0.0f);
+      for (int j = 0; j < width; ++j) {  // along B's stored rows
+        const float* column = b + static_cast<std::ptrdiff_t>(j0 + j) * ldb + k0;
+        for (int p = 0; p < kc; ++p) bp[p * nr + j] = column[p];
+      }
+      continue;
+    }
+    for (int p = 0; p < kc; ++p) {
+      const float* row = b + static_cast<std::ptrdiff_t>(k0 + p) * ldb + j0;
+      float* to = bp + static_cast<std::ptrdiff_t>(p) * nr;
+      // A constant size is copied inline: a call per 64 or 128 bytes would cost more.
+      if (width == 2 * kChainLanes) {
+        std::memcpy(to, row, sizeof(float) * 2 * kChainLanes);
+      } else if (width == kChainLanes && nr == kChainLanes) {
+        std::memcpy(to, row, sizeof(float) * kChainLanes);
+      } else {
+        for (int j = 0; j < width; ++j) to[j] = row[j];
+        for (int j = width; j < nr; ++j) to[j] = 0.0f;
+      }
+    }
+  }
+}
 
 // chain_gemm on a given path (the tests compare the paths).
 inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int m, int n, int k, const float* a,
@@ -296,71 +343,65 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
   const bool narrow = n <= kChainLanes;
   const int nr = narrow ? kChainLanes : 2 * kChainLanes, mr = narrow ? 2 * kChainMr : kChainMr;
   const ChainKernel* kernels = narrow ? path.kernels.narrow[!trans_a].data() : path.kernels.wide[!trans_a].data();
-  const int n_panels = (n + nr - 1) / nr;
   // k in equal blocks of at most kChainBlockK rows: no short last block, whose
   // C tiles would be loaded and stored for a few FMAs.
   const int blocks = (k + kChainBlockK - 1) / kChainBlockK;
   const int kc_max = (k + blocks - 1) / blocks;
-  panels.b.resize(static_cast<std::size_t>(kc_max) * static_cast<std::size_t>(nr));
-  panels.tile.resize(static_cast<std::size_t>(mr) * static_cast<std::size_t>(nr));
+  // Columns in blocks of whole panels whose packed copy fits kChainBlockBytes.
+  const int panels_per_block = std::max<int>(
+      1, static_cast<int>(kChainBlockBytes / (sizeof(float) * static_cast<std::size_t>(kc_max) * static_cast<std::size_t>(nr))));
+  const int nc = std::min(panels_per_block * nr, (n + nr - 1) / nr * nr);
+  const bool in_place = !trans_b && m <= mr && n % nr == 0;  // one tile of rows reads B as it is
+  float* const b_panels =
+      in_place ? nullptr
+               : chain_aligned(panels.b, static_cast<std::size_t>(nc) * static_cast<std::size_t>(kc_max));
+  float* const c_tile = chain_aligned(panels.tile, static_cast<std::size_t>(mr) * static_cast<std::size_t>(nr));
+  const int* row_counts = narrow ? kChainNarrowRows : kChainWideRows;
+  ChainTile t{};
+  t.a_step = trans_a ? lda : 1;
+  t.a_row = trans_a ? 1 : lda;
+  t.vecs = nr / kChainLanes;
   for (int k0 = 0; k0 < k; k0 += kc_max) {
     const int kc = std::min(kc_max, k - k0);
-    const bool load = accumulate || k0 > 0;
-    // Each B panel, these k rows and nr columns (kept in L1), meets every
-    // mr rows of A (streamed from L2).
-    for (int panel = 0; panel < n_panels; ++panel) {
-      const int j0 = panel * nr, width = std::min(nr, n - j0);
-      ChainTile t{};
-      t.kc = kc;
-      t.load = load;
-      if (!trans_b && width == nr && m <= mr) {  // one tile: read in place
-        t.b = b + static_cast<std::ptrdiff_t>(k0) * ldb + j0;
-        t.ldb = ldb;
-      } else {
-        // Copied, padded with zeros past column n: read by several tiles, the
-        // copy's rows are adjacent in L1 rather than ldb apart (a stride of
-        // 1 KB, as for 256 columns, would map them to a few cache sets).
-        float* bp = panels.b.data();
-        for (int p = 0; p < kc; ++p) {
-          float* row = bp + static_cast<std::ptrdiff_t>(p) * nr;
-          if (!trans_b) std::copy_n(b + static_cast<std::ptrdiff_t>(k0 + p) * ldb + j0, width, row);
-          std::fill(row + width, row + nr, 0.0f);
-        }
-        for (int j = 0; j < width && trans_b; ++j) {  // along B's stored rows
-          const float* column = b + static_cast<std::ptrdiff_t>(j0 + j) * ldb + k0;
-          for (int p = 0; p < kc; ++p) bp[p * nr + j] = column[p];
-        }
-        t.b = bp;
-        t.ldb = nr;
-      }
-      t.a_step = trans_a ? lda : 1;
-      t.a_row = trans_a ? 1 : lda;
-      t.vecs = nr / kChainLanes;
-      // Whole tiles, then the rest of the rows in tiles of 16, 8, 4, 2 and 1.
-      const int* row_counts = narrow ? kChainNarrowRows : kChainWideRows;
+    t.kc = kc;
+    t.load = accumulate || k0 > 0;
+    for (int n0 = 0; n0 < n; n0 += nc) {
+      const int block_n = std::min(nc, n - n0);
+      if (!in_place) pack_b_panels(trans_b, block_n, kc, nr, b, ldb, k0, n0, b_panels);
+      // Tiles of mr rows, then the rest of the rows in tiles of 16, 8, 4, 2
+      // and 1; each meets the block's panels in turn.
       for (int i0 = 0, r = 0; i0 < m;) {
         while (i0 + row_counts[r] > m) ++r;
         const int height = row_counts[r];
         t.rows = height;
         t.a = trans_a ? a + static_cast<std::ptrdiff_t>(k0) * lda + i0 : a + static_cast<std::ptrdiff_t>(i0) * lda + k0;
-        float* ct = c + static_cast<std::ptrdiff_t>(i0) * ldc + j0;
-        i0 += height;
-        if (width == nr) {
-          t.c = ct;
-          t.ldc = ldc;
+        for (int j = 0; j < block_n; j += nr) {
+          const int width = std::min(nr, block_n - j);
+          if (in_place) {
+            t.b = b + static_cast<std::ptrdiff_t>(k0) * ldb + n0 + j;
+            t.ldb = ldb;
+          } else {
+            t.b = b_panels + static_cast<std::ptrdiff_t>(j) * kc;
+            t.ldb = nr;
+          }
+          float* ct = c + static_cast<std::ptrdiff_t>(i0) * ldc + n0 + j;
+          if (width == nr) {
+            t.c = ct;
+            t.ldc = ldc;
+            kernels[height](t);
+            continue;
+          }
+          // The last columns run on a zero-padded copy of C: the same chains.
+          for (int i = 0; i < height; ++i)
+            for (int jj = 0; jj < nr; ++jj)
+              c_tile[i * nr + jj] = t.load && jj < width ? ct[static_cast<std::ptrdiff_t>(i) * ldc + jj] : 0.0f;
+          t.c = c_tile;
+          t.ldc = nr;
           kernels[height](t);
-          continue;
+          for (int i = 0; i < height; ++i)
+            std::copy(c_tile + i * nr, c_tile + i * nr + width, ct + static_cast<std::ptrdiff_t>(i) * ldc);
         }
-        // The last columns run on a zero-padded copy of C: the same chains.
-        float* tile = panels.tile.data();
-        for (int i = 0; i < height; ++i)
-          for (int j = 0; j < nr; ++j)
-            tile[i * nr + j] = load && j < width ? ct[static_cast<std::ptrdiff_t>(i) * ldc + j] : 0.0f;
-        t.c = tile;
-        t.ldc = nr;
-        kernels[height](t);
-        for (int i = 0; i < height; ++i)
-          std::copy(tile + i * nr, tile + i * nr + width, ct + static_cast<std::ptrdiff_t>(i) * ldc);
+        i0 += height;
       }
     }
   }
