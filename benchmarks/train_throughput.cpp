@@ -242,6 +242,14 @@ int measure(Strategy strategy, const char* name, const Run& run, const std::stri
   return measure<Mlp>(strategy, name, run);
 }
 
+// --deterministic's unit count, whose message also names its other value, rows.
+int parse_units(const std::string& value) {
+  const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+  lockstep::require(digits, "--deterministic: '", value, "', expected a unit count from 1 to ",
+                    lockstep::detail::kMaxUnits, " or rows (the row-order scheme)");
+  return lockstep::parse_integer("--deterministic", value, 1, lockstep::detail::kMaxUnits);
+}
+
 }  // namespace
 
 int benchmark(int argc, char** argv) {
@@ -284,7 +292,7 @@ int benchmark(int argc, char** argv) {
       else if (flag == "--epochs") run.epochs = parse_integer(flag, value, 1, kMaxSteps);
       else if (flag == "--blas-threads") run.blas_threads = parse_integer(flag, value, 1, kMaxReplicas);
       else if (flag == "--deterministic")
-        run.deterministic = value == "rows" ? kRowOrder : parse_integer(flag, value, 1, detail::kMaxUnits);
+        run.deterministic = value == "rows" ? kRowOrder : parse_units(value);
       else if (flag == "--paired") run.paired = parse_integer(flag, value, 1, kMaxRounds);
       else fail("unknown flag '", flag, "'; expected --backend, --strategy, --collective, --replicas, --batch-size, "
                 "--steps, --epochs, --blas-threads, --mfu, --model, --conv, --profile, --deterministic or --paired");

@@ -79,6 +79,8 @@ if(BENCHMARK)
          --mfu no RC 2 MATCH "Deterministic\\{24\\}: 24 units do not split evenly over 1 process x 5 replicas")
   expect("train_throughput --deterministic 0" ${BENCHMARK} ARGS --deterministic 0 RC 2
          MATCH "--deterministic: 0 is out of range; expected an integer from 1 to 4096")
+  expect("train_throughput --deterministic rowz" ${BENCHMARK} ARGS --deterministic rowz RC 2
+         MATCH "--deterministic: 'rowz', expected a unit count from 1 to 4096 or rows \\(the row-order scheme\\)")
   expect("train_throughput --paired 3 without --deterministic" ${BENCHMARK} ARGS --paired 3 RC 2
          MATCH "--paired 3: pairs the deterministic mode with the default mode; give --deterministic UNITS or rows too")
   expect("train_throughput --paired 0" ${BENCHMARK} ARGS --deterministic rows --paired 0 RC 2
