@@ -351,10 +351,13 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
   const int panels_per_block = std::max<int>(
       1, static_cast<int>(kChainBlockBytes / (sizeof(float) * static_cast<std::size_t>(kc_max) * static_cast<std::size_t>(nr))));
   const int nc = std::min(panels_per_block * nr, (n + nr - 1) / nr * nr);
-  const bool in_place = !trans_b && m <= mr && n % nr == 0;  // one tile of rows reads B as it is
+  // At most one tile's rows read B's whole panels in place, too few reads to
+  // repay a copy; only a last, partial panel is packed, with its zeros.
+  const bool in_place = !trans_b && m <= mr;
   float* const b_panels =
-      in_place ? nullptr
-               : chain_aligned(panels.b, static_cast<std::size_t>(nc) * static_cast<std::size_t>(kc_max));
+      in_place && n % nr == 0
+          ? nullptr
+          : chain_aligned(panels.b, static_cast<std::size_t>(nc) * static_cast<std::size_t>(kc_max));
   float* const c_tile = chain_aligned(panels.tile, static_cast<std::size_t>(mr) * static_cast<std::size_t>(nr));
   const int* row_counts = narrow ? kChainNarrowRows : kChainWideRows;
   ChainTile t{};
@@ -367,7 +370,11 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
     t.load = accumulate || k0 > 0;
     for (int n0 = 0; n0 < n; n0 += nc) {
       const int block_n = std::min(nc, n - n0);
-      if (!in_place) pack_b_panels(trans_b, block_n, kc, nr, b, ldb, k0, n0, b_panels);
+      const int whole = block_n / nr * nr;  // the block's columns in whole panels
+      if (!in_place)
+        pack_b_panels(trans_b, block_n, kc, nr, b, ldb, k0, n0, b_panels);
+      else if (whole < block_n)
+        pack_b_panels(trans_b, block_n - whole, kc, nr, b, ldb, k0, n0 + whole, b_panels + std::ptrdiff_t{whole} * kc);
       // Tiles of mr rows, then the rest of the rows in tiles of 16, 8, 4, 2
       // and 1; each meets the block's panels in turn.
       for (int i0 = 0, r = 0; i0 < m;) {
@@ -377,7 +384,7 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
         t.a = trans_a ? a + static_cast<std::ptrdiff_t>(k0) * lda + i0 : a + static_cast<std::ptrdiff_t>(i0) * lda + k0;
         for (int j = 0; j < block_n; j += nr) {
           const int width = std::min(nr, block_n - j);
-          if (in_place) {
+          if (in_place && width == nr) {
             t.b = b + static_cast<std::ptrdiff_t>(k0) * ldb + n0 + j;
             t.ldb = ldb;
           } else {
