@@ -49,6 +49,8 @@ case $backend in
     ;;
   *) echo "error: BACKEND='$backend', expected host or cuda" >&2; exit 2 ;;
 esac
+# The key of a setting's unit count: <setting>_u<U>, or <setting>_rows.
+key_of() { if [[ $2 == rows ]]; then echo "$1_rows"; else echo "$1_u$2"; fi; }
 [[ -x $bench ]] || { echo "error: $bench not built (cmake --build $build --target $(basename "$bench"))" >&2; exit 2; }
 if [[ $backend == host ]]; then
   out=""
@@ -57,9 +59,7 @@ if [[ $backend == host ]]; then
       # shellcheck disable=SC2086
       result=$("$bench" ${settings[$name]} --deterministic "$u" --paired "$rounds" | tail -1)
       echo "$name deterministic units=$u rounds=$rounds $result"
-      key=${name}_u$u
-      [[ $u == rows ]] && key=${name}_rows
-      out+="$key=$(sed -n 's/.*ratio=\([0-9.]*\).*/\1/p' <<<"$result") "
+      out+="$(key_of "$name" "$u")=$(sed -n 's/.*ratio=\([0-9.]*\).*/\1/p' <<<"$result") "
     done
   done
   echo "${out% }"
@@ -87,9 +87,7 @@ for name in $(printf '%s\n' "${!settings[@]}" | sort); do
     # shellcheck disable=SC2086
     m=$(median ${runs[${name}_u$u]})
     echo "$name deterministic units=$u samples_per_s runs:${runs[${name}_u$u]} median=$m"
-    key=${name}_u$u
-    [[ $u == rows ]] && key=${name}_rows
-    out+=$(key_ratio "$key" "$m" "$base")
+    out+=$(key_ratio "$(key_of "$name" "$u")" "$m" "$base")
   done
 done
 echo "${out% }"

@@ -35,9 +35,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <iostream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <lockstep/core/flags.hpp>
@@ -103,6 +105,26 @@ lockstep::Dataset synthetic_data(const Run& run) {
   return Dataset(std::move(x), kFeatures, std::move(y));
 }
 
+// The options of a fit of `epochs` epochs of --batch-size batches, silent.
+lockstep::FitOptions fit_options(const Run& run, int epochs) {
+  lockstep::FitOptions options;
+  options.batch_size = run.batch;
+  options.verbose = false;
+  options.epochs = epochs;
+  return options;
+}
+
+// After the trainers are made: --blas-threads (host), then one untimed fit
+// of up to 10 batches on each model, so that first calls (oneDNN's JIT,
+// pages, threads) stay out of the timing.
+template <class Strategy, class T, class M>
+void prepare(const Run& run, const lockstep::Dataset& data, std::initializer_list<std::pair<T*, M*>> runs) {
+  if constexpr (std::is_same_v<typename Strategy::backend, lockstep::Host>)
+    if (run.blas_threads > 0) lockstep::host::set_blas_threads(run.blas_threads);  // instead of cores / replicas
+  for (const auto& [trainer, model] : runs)
+    trainer->fit(*model, data.slice(0, std::min<std::size_t>(data.size(), run.batch * 10)), fit_options(run, 1));
+}
+
 lockstep::Deterministic deterministic_of(const Run& run) {
   return run.deterministic == kRowOrder ? lockstep::Deterministic::in_row_order()
                                         : lockstep::Deterministic{run.deterministic};
@@ -124,13 +146,8 @@ int measure_paired(Strategy strategy, const char* name, const Run& run) {
   Model plain_model{0}, deterministic_model{0};
   Trainer<Strategy, Adam>* trainers[2] = {&plain, &deterministic};
   Model* models[2] = {&plain_model, &deterministic_model};
-  FitOptions options;
-  options.batch_size = run.batch;
-  options.verbose = false;
-  options.epochs = 1;
-  for (int m = 0; m < 2; ++m)  // warm-up
-    trainers[m]->fit(*models[m], data.slice(0, std::min<std::size_t>(data.size(), run.batch * 10)), options);
-  options.epochs = run.epochs;
+  prepare<Strategy>(run, data, {std::pair{&plain, &plain_model}, std::pair{&deterministic, &deterministic_model}});
+  const FitOptions options = fit_options(run, run.epochs);
   const double samples = static_cast<double>(data.size()) * run.epochs;
   std::vector<double> rates[2], ratios;
   for (int round = 0; round < run.paired; ++round) {
@@ -169,13 +186,8 @@ int measure(Strategy strategy, const char* name, const Run& run) {
   if (run.deterministic) strategy.set_deterministic(deterministic_of(run));
   Trainer<Strategy, Adam> trainer{strategy, Adam{}};
   constexpr bool kHost = std::is_same_v<typename Strategy::backend, Host>;
-  if (kHost && run.blas_threads > 0) host::set_blas_threads(run.blas_threads);  // instead of cores / replicas
-  FitOptions options;
-  options.batch_size = batch;
-  options.verbose = false;
-  options.epochs = 1;
-  trainer.fit(model, data.slice(0, std::min<std::size_t>(samples, batch * 10)), options);  // warm-up
-  options.epochs = run.epochs;
+  prepare<Strategy>(run, data, {std::pair{&trainer, &model}});
+  const FitOptions options = fit_options(run, run.epochs);
   const bool record = run.profile == "recording";
   if (record) profiler::start((std::filesystem::temp_directory_path() / "lockstep-train-throughput-profile").string());
   const auto t0 = std::chrono::steady_clock::now();
