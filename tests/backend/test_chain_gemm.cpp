@@ -222,3 +222,44 @@ TEST_CASE("chain_gemm_threads: 1, 2 or 3 threads give the same bits, by columns 
   CHECK(same_bits(flushed_two, flushed_one));
   CHECK_FALSE(same_bits(flushed_one, kept));  // the flush did change something
 }
+
+TEST_CASE("chain_gemm_packed: B packed once (chain_pack_b) gives chain_gemm's bits, from any panel, on 1 to 3 threads") {
+  using lockstep::host::chain_gemm_packed;
+  using lockstep::host::chain_gemm_threads;
+  using lockstep::host::ChainPackedB;
+  // Outputs narrower than a vector (which chain_gemm runs on narrow tiles or
+  // transposed), a partial last panel, and several k passes and column blocks.
+  for (auto [m, n, k] : {std::tuple{1, 10, 7}, std::tuple{30, 20, 40}, std::tuple{37, 75, 530},
+                         std::tuple{5, 750, 1030}, std::tuple{200, 300, 100}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        const Problem q = make(ta, tb, m, n, k, 60);
+        std::vector<float> panels(lockstep::host::chain_packed_size(k, n));
+        lockstep::host::chain_pack_b(tb, k, n, q.b.data(), q.ldb(), panels.data());
+        const ChainPackedB packed{panels.data(), k};
+        for (bool accumulate : {false, true}) {
+          std::vector<float> c = q.c0;
+          chain_gemm_packed(ta, m, n, k, q.a.data(), q.lda(), packed, accumulate, c.data(), n);
+          CHECK(same_bits(c, run(q, accumulate)));
+        }
+        for (int threads : {1, 2, 3}) {
+          std::vector<float> c = q.c0;
+          chain_gemm_threads(threads, ta, m, n, k, q.a.data(), q.lda(), packed, true, c.data(), n);
+          CHECK(same_bits(c, run(q, true)));
+        }
+        // Columns from the second panel on, and the first k rows of each panel
+        // (a replica's slice of a bias, the first rows of a chain).
+        if (n > 32) {
+          const int k1 = k / 2 + 1;
+          std::vector<float> part(z(m) * z(n - 32)), expected(part.size());
+          chain_gemm_packed(ta, m, n - 32, k1, q.a.data(), q.lda(), packed.from_column(32), false, part.data(), n - 32);
+          const float* b = tb ? q.b.data() + 32 * z(q.k) : q.b.data() + 32;
+          chain_gemm(ta, tb, m, n - 32, k1, q.a.data(), q.lda(), b, q.ldb(), false, expected.data(), n - 32);
+          CHECK(same_bits(part, expected));
+        }
+      }
+}

@@ -50,9 +50,11 @@ using RowOrderModel = Sequential<Input<12>, Dense<16>, SyncBatchNormalization, R
 // Layers whose layer below meets the replicas before it writes (Dense, a
 // synchronised BatchNormalization past its fused Relu): their rows need no
 // second meeting (BasicPass::below_meets_first), which RowOrderModel's
-// Dropout and Relu layer never skip.
-using RowOrderStack = Sequential<Input<12>, Dense<16, Relu>, Dense<16>, SyncBatchNormalization, Relu,
-                                 Dense<16, Tanh>, Dense<4>>;
+// Dropout and Relu layer never skip. Its first and third Dense layers are
+// wide enough for their output gradients to be packed once for every replica
+// (chain_pack_b), the first with a partial panel.
+using RowOrderStack = Sequential<Input<12>, Dense<40, Relu>, Dense<16>, SyncBatchNormalization, Relu,
+                                 Dense<64, Tanh>, Dense<4>>;
 
 template <class Strategy, class Optimizer, class M = Model>
 Outcome train(Strategy strategy, const Optimizer& opt, Deterministic mode, int epochs = 2) {

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,6 +59,9 @@ class RowOrderTable {
   struct Rows {
     Matrix a, b;
     int rows = 0;
+    // b packed by its replica (chain_pack_b), or null: read by every replica
+    // of the process, packed once instead of once by each.
+    const float* b_panels = nullptr;
   };
   // Every process's bytes in rank order, on every process (sizes[p]: process p's).
   using Exchange = std::function<void(const std::vector<char>& mine, std::vector<char>& all, std::vector<int>& sizes)>;
@@ -66,6 +70,7 @@ class RowOrderTable {
       : barrier_(replicas, timeout_seconds),
         rows_{std::vector<Rows>(static_cast<std::size_t>(replicas)), std::vector<Rows>(static_cast<std::size_t>(replicas))},
         published_(static_cast<std::size_t>(replicas), 0),
+        panels_(static_cast<std::size_t>(replicas)),
         timeout_(timeout_seconds) {}
 
   // Several processes: this one's rank of `processes`, and how they exchange
@@ -105,6 +110,15 @@ class RowOrderTable {
     wait(replica);
     return gathered_rows_;
   }
+  // Room for `floats` of replica r's next publication (its b_panels), from a
+  // 64-byte boundary. Two per replica, alternating as the tables do: the
+  // next publication but one is written after every replica has met at the
+  // next, so after every replica has read this one.
+  float* panels(int replica, std::size_t floats) {
+    const std::size_t r = static_cast<std::size_t>(replica);
+    return detail::chain_aligned(panels_[r][published_[r] % 2], floats);
+  }
+
   // Whether the replicas read each other's rows (one process), rather than
   // replica 0's copies of every process's.
   bool local_rows_read() const { return processes_ == 1; }
@@ -161,6 +175,7 @@ class RowOrderTable {
   SpinBarrier barrier_;
   std::vector<Rows> rows_[2];
   std::vector<std::uint64_t> published_;  // each replica's count, written by that replica only
+  std::vector<std::array<std::vector<float>, 2>> panels_;  // each replica's, written by that replica only
   double timeout_;
   int rank_ = 0, processes_ = 1;
   Exchange exchange_;
@@ -186,31 +201,58 @@ class RowOrderSums {
                         bool rows_reused = true) const {
     if (!table_) return OwnRows{}.weight_gradients(ctx, x, in, dy, out, rows, dw, db);
     const std::size_t width = static_cast<std::size_t>(out), inputs = static_cast<std::size_t>(in);
-    const std::vector<RowOrderTable::Rows>& all =
-        table_->publish(replica_, {{x, inputs, 1, inputs}, {dy, width, 1, width}, rows});
+    RowOrderTable::Rows mine{{x, inputs, 1, inputs}, {dy, width, 1, width}, rows};
+    // dy as panels, packed here while it is in this core's cache, once for
+    // every replica's product (each would pack all of them again). Not for
+    // outputs narrower than a panel, whose product runs transposed, nor
+    // across processes, where every replica reads replica 0's copies.
+    if (out >= detail::kChainPanel && table_->local_rows_read()) {
+      float* panels = table_->panels(replica_, chain_packed_size(rows, out));
+      chain_pack_b(false, rows, out, dy, out, panels);
+      mine.b_panels = panels;
+    }
+    const std::vector<RowOrderTable::Rows>& all = table_->publish(replica_, mine);
     // dw's rows (x's columns), in the chain GEMM's row tiles.
     const auto [i0, i1] = table_->slice(in, replica_, detail::kChainMr);
     std::fill(dw, dw + static_cast<std::size_t>(i0) * width, -0.0f);
     std::fill(dw + static_cast<std::size_t>(i1) * width, dw + inputs * width, -0.0f);
+    const int threads = detail::gemm_threads_here();
+    float* const band = dw + static_cast<std::size_t>(i0) * width;
     bool started = false;
     for (const RowOrderTable::Rows& r : all) {
       if (r.rows == 0) continue;
-      chain_gemm_threads(detail::gemm_threads_here(), true, false, i1 - i0, out, r.rows, r.a.at + i0,
-                         static_cast<int>(r.a.row_stride), r.b.at, static_cast<int>(r.b.row_stride), started,
-                         dw + static_cast<std::size_t>(i0) * width, out);
+      const float* a = r.a.at + i0;
+      const int lda = static_cast<int>(r.a.row_stride);
+      if (r.b_panels)
+        chain_gemm_threads(threads, true, i1 - i0, out, r.rows, a, lda, ChainPackedB{r.b_panels, r.rows}, started,
+                           band, out);
+      else
+        chain_gemm_threads(threads, true, false, i1 - i0, out, r.rows, a, lda, r.b.at,
+                           static_cast<int>(r.b.row_stride), started, band, out);
       started = true;
     }
-    if (!started) std::fill(dw + static_cast<std::size_t>(i0) * width, dw + static_cast<std::size_t>(i1) * width, 0.0f);
+    if (!started) std::fill(band, dw + static_cast<std::size_t>(i1) * width, 0.0f);
     if (db) {
-      const auto [j0, j1] = table_->slice(out, replica_, detail::kChainLanes);
+      // db(j) = the chain fma(1, dy(row, j), ...) from +0 over the rows: the
+      // float sum dy(0, j) + dy(1, j) + ... in row order (fma(1, v, c) is c +
+      // v rounded once), on the chain GEMM's vectors and dy's panels.
+      const auto [j0, j1] = table_->slice(out, replica_, detail::kChainPanel);
       std::fill(db, db + j0, -0.0f);
       std::fill(db + j0, db + j1, 0.0f);
       std::fill(db + j1, db + out, -0.0f);
-      for (const RowOrderTable::Rows& r : all)
-        for (int row = 0; row < r.rows; ++row) {
-          const float* v = r.b.at + static_cast<std::size_t>(row) * r.b.row_stride;
-          for (int j = j0; j < j1; ++j) db[j] += v[j];
-        }
+      thread_local std::vector<float> ones;
+      bool summed = false;
+      for (const RowOrderTable::Rows& r : all) {
+        if (r.rows == 0 || j1 == j0) continue;
+        if (ones.size() < static_cast<std::size_t>(r.rows)) ones.assign(static_cast<std::size_t>(r.rows), 1.0f);
+        if (r.b_panels)
+          chain_gemm_packed(false, 1, j1 - j0, r.rows, ones.data(), r.rows,
+                            ChainPackedB{r.b_panels, r.rows}.from_column(j0), summed, db + j0, out);
+        else
+          chain_gemm(false, false, 1, j1 - j0, r.rows, ones.data(), r.rows, r.b.at + j0,
+                     static_cast<int>(r.b.row_stride), summed, db + j0, out);
+        summed = true;
+      }
     }
     // Keep the rows until every replica has read them where backward goes on
     // to write over them; across processes everyone read replica 0's copies.

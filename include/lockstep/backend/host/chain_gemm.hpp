@@ -74,6 +74,8 @@ inline constexpr std::size_t kChainBlockBytes = std::size_t{1} << 20;
 // C, fewer than a tile's, run in tiles of 16, 8, 4, 2 and 1 rows, so that no
 // row is padded; the last columns run on a zero-padded copy of C.
 inline constexpr int kChainMr = 12, kChainLanes = 16;
+// A wide tile's columns, and the width of B's packed panels.
+inline constexpr int kChainPanel = 2 * kChainLanes;
 
 // The operands of one tile. A's element (i, p) is at a[p * a_step + i * a_row],
 // read in place; B's row p, 16 * vecs floats, at b + p * ldb.
@@ -273,6 +275,23 @@ inline float* chain_aligned(std::vector<float>& v, std::size_t n) {
 // The kernel this process runs: "avx512", "avx2" or "portable".
 inline const char* chain_gemm_path() { return detail::chain_path().name; }
 
+// op(B) packed once (chain_pack_b) for several calls that read it, where the
+// calls would each pack it again: panels of kChainPanel columns, panel q's
+// row p at at[(q * k + p) * kChainPanel], zero past B's last column. A replica
+// packs its own output gradient while it is in its cache, and every replica's
+// weight gradient reads the panels (train/row_order.hpp).
+struct ChainPackedB {
+  const float* at = nullptr;
+  int k = 0;  // the rows of each panel
+  // The panels from column j on, a multiple of kChainPanel.
+  ChainPackedB from_column(int j) const { return {at + static_cast<std::ptrdiff_t>(j) * k, k}; }
+};
+// The floats chain_pack_b writes for k rows and n columns.
+inline std::size_t chain_packed_size(int k, int n) {
+  const int panels = (n + detail::kChainPanel - 1) / detail::kChainPanel;
+  return static_cast<std::size_t>(panels) * static_cast<std::size_t>(k) * detail::kChainPanel;
+}
+
 namespace detail {
 
 // Rows k0 .. k0 + kc of op(B)'s columns n0 .. n0 + n as panels of nr
@@ -309,8 +328,11 @@ inline void pack_b_panels(bool trans_b, int n, int kc, int nr, const float* b, i
 }
 
 // chain_gemm on a given path (the tests compare the paths).
+// With `packed`, op(B) is read from its panels (b, ldb and trans_b unused),
+// in tiles of kChainPanel columns whatever n: the same chains.
 inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int m, int n, int k, const float* a,
-                          int lda, const float* b, int ldb, bool accumulate, float* c, int ldc) {
+                          int lda, const float* b, int ldb, bool accumulate, float* c, int ldc,
+                          const ChainPackedB* packed = nullptr) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (int i = 0; i < m && !accumulate; ++i) {
@@ -320,7 +342,7 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
     return;
   }
   ChainPanels& panels = chain_panels();
-  if (n < 2 * kChainLanes && m > n && trans_a) {
+  if (n < kChainPanel && m > n && trans_a && !packed) {
     // Few columns (a 10-class output layer) would leave lanes of each tile
     // idle: compute C^T = op(B)^T op(A)^T instead, whose rows are C's columns.
     // The chains are the same, since fma(x, y, c) and fma(y, x, c) are one
@@ -340,8 +362,8 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
     t.swap(panels.transposed);
     return;
   }
-  const bool narrow = n <= kChainLanes;
-  const int nr = narrow ? kChainLanes : 2 * kChainLanes, mr = narrow ? 2 * kChainMr : kChainMr;
+  const bool narrow = n <= kChainLanes && !packed;
+  const int nr = narrow ? kChainLanes : kChainPanel, mr = narrow ? 2 * kChainMr : kChainMr;
   const ChainKernel* kernels = narrow ? path.kernels.narrow[!trans_a].data() : path.kernels.wide[!trans_a].data();
   // k in equal blocks of at most kChainBlockK rows: no short last block, whose
   // C tiles would be loaded and stored for a few FMAs.
@@ -353,9 +375,9 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
   const int nc = std::min(panels_per_block * nr, (n + nr - 1) / nr * nr);
   // At most one tile's rows read B's whole panels in place, too few reads to
   // repay a copy; only a last, partial panel is packed, with its zeros.
-  const bool in_place = !trans_b && m <= mr;
+  const bool in_place = !trans_b && m <= mr && !packed;
   float* const b_panels =
-      in_place && n % nr == 0
+      packed || (in_place && n % nr == 0)
           ? nullptr
           : chain_aligned(panels.b, static_cast<std::size_t>(nc) * static_cast<std::size_t>(kc_max));
   float* const c_tile = chain_aligned(panels.tile, static_cast<std::size_t>(mr) * static_cast<std::size_t>(nr));
@@ -371,10 +393,13 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
     for (int n0 = 0; n0 < n; n0 += nc) {
       const int block_n = std::min(nc, n - n0);
       const int whole = block_n / nr * nr;  // the block's columns in whole panels
-      if (!in_place)
+      if (packed) {
+        // packed once by the caller
+      } else if (!in_place) {
         pack_b_panels(trans_b, block_n, kc, nr, b, ldb, k0, n0, b_panels);
-      else if (whole < block_n)
+      } else if (whole < block_n) {
         pack_b_panels(trans_b, block_n - whole, kc, nr, b, ldb, k0, n0 + whole, b_panels + std::ptrdiff_t{whole} * kc);
+      }
       // Tiles of mr rows, then the rest of the rows in tiles of 16, 8, 4, 2
       // and 1; each meets the block's panels in turn.
       for (int i0 = 0, r = 0; i0 < m;) {
@@ -384,7 +409,10 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
         t.a = trans_a ? a + static_cast<std::ptrdiff_t>(k0) * lda + i0 : a + static_cast<std::ptrdiff_t>(i0) * lda + k0;
         for (int j = 0; j < block_n; j += nr) {
           const int width = std::min(nr, block_n - j);
-          if (in_place && width == nr) {
+          if (packed) {
+            t.b = packed->at + static_cast<std::ptrdiff_t>(n0 + j) * packed->k + static_cast<std::ptrdiff_t>(k0) * nr;
+            t.ldb = nr;
+          } else if (in_place && width == nr) {
             t.b = b + static_cast<std::ptrdiff_t>(k0) * ldb + n0 + j;
             t.ldb = ldb;
           } else {
@@ -416,12 +444,25 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
 
 }  // namespace detail
 
+// Packs op(B) (k rows, n columns) for chain_gemm_packed into out, which holds
+// chain_packed_size(k, n) floats, best from a 64-byte boundary.
+inline void chain_pack_b(bool trans_b, int k, int n, const float* b, int ldb, float* out) {
+  detail::pack_b_panels(trans_b, n, k, detail::kChainPanel, b, ldb, 0, 0, out);
+}
+
 // lda, ldb and ldc are the row strides of A, B and C as stored (row-major), as
 // for host::gemm. accumulate: start each chain from C's value (beta = 1), else
 // from +0 (beta = 0); there is no alpha.
 inline void chain_gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b,
                        int ldb, bool accumulate, float* c, int ldc) {
   detail::chain_gemm_on(detail::chain_path(), trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+}
+
+// chain_gemm with op(B) from chain_pack_b's panels (b.k >= k: the first k
+// rows of each): the same bits as chain_gemm on B itself.
+inline void chain_gemm_packed(bool trans_a, int m, int n, int k, const float* a, int lda, ChainPackedB b,
+                              bool accumulate, float* c, int ldc) {
+  detail::chain_gemm_on(detail::chain_path(), trans_a, false, m, n, k, a, lda, nullptr, 0, accumulate, c, ldc, &b);
 }
 
 }  // namespace lockstep::host

@@ -22,34 +22,57 @@ namespace detail {
 // Below this many flops a call stays on the calling thread: waking a helper
 // and sharing B's panels would cost more than half the product saves.
 inline constexpr double kChainSplitFlop = 4e6;
+
+// The calling thread's helpers, at least `parts` of them (itself the first),
+// kept for its next calls.
+inline ReplicaPool& chain_helpers(int parts) {
+  thread_local std::unique_ptr<ReplicaPool> helpers;
+  if (!helpers || helpers->size() < parts) helpers = std::make_unique<ReplicaPool>(parts);
+  return *helpers;
+}
+
+// Runs part(i0, i1, j0, j1) for each thread's band of C: whole tiles, 32
+// columns or 12 rows, on the calling thread and helpers of its own.
+template <class Part>
+void chain_split(int threads, int m, int n, int k, Part&& part) {
+  const bool by_columns = n >= m;
+  const int tile = by_columns ? kChainPanel : kChainMr, extent = by_columns ? n : m;
+  const int tiles = (extent + tile - 1) / tile;
+  const double flop = 2.0 * m * n * k;
+  const int parts = flop < kChainSplitFlop ? 1 : std::min(std::max(threads, 1), tiles);
+  if (parts <= 1) {
+    part(0, m, 0, n);
+    return;
+  }
+  const bool flush = flushing_denormals();
+  chain_helpers(parts).run([&](int p) {
+    if (p >= parts) return;
+    const ScopedFlushDenormals mode(flush && p > 0);
+    const int e0 = tiles * p / parts * tile, e1 = std::min(extent, tiles * (p + 1) / parts * tile);
+    if (by_columns)
+      part(0, m, e0, e1);
+    else
+      part(e0, e1, 0, n);
+  });
+}
 }  // namespace detail
 
 inline void chain_gemm_threads(int threads, bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda,
                                const float* b, int ldb, bool accumulate, float* c, int ldc) {
-  // A band holds whole tiles: 32 columns, or 12 rows.
-  const bool by_columns = n >= m;
-  const int tile = by_columns ? 2 * detail::kChainLanes : detail::kChainMr, extent = by_columns ? n : m;
-  const int tiles = (extent + tile - 1) / tile;
-  const double flop = 2.0 * m * n * k;
-  const int parts = flop < detail::kChainSplitFlop ? 1 : std::min(std::max(threads, 1), tiles);
-  if (parts <= 1) {
-    chain_gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
-    return;
-  }
-  thread_local std::unique_ptr<ReplicaPool> helpers;
-  if (!helpers || helpers->size() < parts) helpers = std::make_unique<ReplicaPool>(parts);
-  const bool flush = flushing_denormals();
-  helpers->run([&](int part) {
-    if (part >= parts) return;
-    const ScopedFlushDenormals mode(flush && part > 0);
-    const int e0 = tiles * part / parts * tile, e1 = std::min(extent, tiles * (part + 1) / parts * tile);
-    const std::ptrdiff_t at = e0;
-    if (by_columns)
-      chain_gemm(trans_a, trans_b, m, e1 - e0, k, a, lda, trans_b ? b + at * ldb : b + at, ldb, accumulate, c + at,
-                 ldc);
-    else
-      chain_gemm(trans_a, trans_b, e1 - e0, n, k, trans_a ? a + at : a + at * lda, lda, b, ldb, accumulate,
-                 c + at * ldc, ldc);
+  detail::chain_split(threads, m, n, k, [&](int i0, int i1, int j0, int j1) {
+    const std::ptrdiff_t i = i0, j = j0;
+    chain_gemm(trans_a, trans_b, i1 - i0, j1 - j0, k, trans_a ? a + i : a + i * lda, lda,
+               trans_b ? b + j * ldb : b + j, ldb, accumulate, c + i * ldc + j, ldc);
+  });
+}
+
+// The same with op(B) from chain_pack_b's panels.
+inline void chain_gemm_threads(int threads, bool trans_a, int m, int n, int k, const float* a, int lda,
+                               ChainPackedB b, bool accumulate, float* c, int ldc) {
+  detail::chain_split(threads, m, n, k, [&](int i0, int i1, int j0, int j1) {
+    const std::ptrdiff_t i = i0;
+    chain_gemm_packed(trans_a, i1 - i0, j1 - j0, k, trans_a ? a + i : a + i * lda, lda, b.from_column(j0),
+                      accumulate, c + i * ldc + j0, ldc);
   });
 }
 
