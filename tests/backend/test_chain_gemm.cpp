@@ -263,3 +263,55 @@ TEST_CASE("chain_gemm_packed: B packed once (chain_pack_b) gives chain_gemm's bi
         }
       }
 }
+
+TEST_CASE("chain_affine: chains from the bias, Relu on the store, give the bits of bias copied, chain_gemm, then Relu") {
+  using lockstep::host::chain_affine;
+  using lockstep::host::chain_affine_threads;
+  using lockstep::host::detail::chain_path_named;
+  using lockstep::host::detail::ChainOptions;
+  std::vector<const char*> paths = {"portable"};
+#if defined(LOCKSTEP_CHAIN_GEMM_X86)
+  if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2")) paths.push_back("avx2");
+  if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f")) paths.push_back("avx512");
+#endif
+  // Narrow and wide outputs, partial panels, several k passes and column
+  // blocks, and k = 0 (C = Relu(bias)).
+  for (auto [m, n, k] : {std::tuple{7, 10, 30}, std::tuple{61, 90, 300}, std::tuple{30, 64, 1030},
+                         std::tuple{5, 750, 600}, std::tuple{3, 40, 0}})
+    for (bool relu : {false, true})
+      for (const char* name : paths) {
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(relu);
+        CAPTURE(name);
+        const auto path = chain_path_named(name);
+        Problem q = make(false, false, m, n, k, 70);
+        std::vector<float> bias = random_matrix(z(n), 71);
+        // Zeros of both signs and a NaN: Relu::forward's x > 0 ? x : 0 gives +0 for each.
+        bias[0] = -0.0f;
+        if (n > 2) bias[2] = std::nanf("");
+        std::vector<float> expected(z(m) * z(n));
+        for (int i = 0; i < m; ++i) std::copy(bias.begin(), bias.end(), expected.begin() + i * n);
+        chain_gemm_on(path, false, false, m, n, k, q.a.data(), q.lda(), q.b.data(), q.ldb(), true, expected.data(), n);
+        if (relu)
+          for (float& v : expected) v = v > 0.0f ? v : 0.0f;
+        std::vector<float> fused = q.c0;  // overwritten: the chains start from the bias
+        ChainOptions options;
+        options.bias = bias.data();
+        options.relu = relu;
+        chain_gemm_on(path, false, false, m, n, k, q.a.data(), q.lda(), q.b.data(), q.ldb(), false, fused.data(), n,
+                      options);
+        CHECK(same_bits(fused, expected));
+        if (std::string(name) == lockstep::host::chain_gemm_path()) {
+          std::vector<float> c = q.c0;
+          chain_affine(false, false, m, n, k, q.a.data(), q.lda(), q.b.data(), q.ldb(), bias.data(), relu, c.data(), n);
+          CHECK(same_bits(c, expected));
+          for (int threads : {2, 3}) {
+            std::vector<float> t = q.c0;
+            chain_affine_threads(threads, m, n, k, q.a.data(), q.lda(), q.b.data(), q.ldb(), bias.data(), relu,
+                                 t.data(), n);
+            CHECK(same_bits(t, expected));
+          }
+        }
+      }
+}

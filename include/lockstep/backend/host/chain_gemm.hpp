@@ -86,9 +86,14 @@ struct ChainTile {
   std::ptrdiff_t ldb;
   float* c;
   std::ptrdiff_t ldc;
+  // Where the chains start when `load`: C itself, or a bias row (ldc0 0)
+  // that every row of the tile starts from.
+  const float* c0;
+  std::ptrdiff_t ldc0;
   int kc;
   int rows, vecs;  // the tile's shape: rows by 16 * vecs
-  bool load;       // start from C, else from +0
+  bool load;       // start from c0, else from +0
+  bool relu;       // store max(c, +0): Relu::forward's x > 0 ? x : 0, NaN and -0 to +0 included
 };
 using ChainKernel = void (*)(const ChainTile& t);
 
@@ -103,7 +108,7 @@ struct ChainPortable {
     float acc[2 * kChainMr][2 * kChainLanes];
     const int cols = kChainLanes * t.vecs;
     for (int i = 0; i < t.rows; ++i)
-      for (int j = 0; j < cols; ++j) acc[i][j] = t.load ? t.c[i * t.ldc + j] : 0.0f;
+      for (int j = 0; j < cols; ++j) acc[i][j] = t.load ? t.c0[i * t.ldc0 + j] : 0.0f;
     for (int p = 0; p < t.kc; ++p) {
       const float* a = t.a + p * t.a_step;
       const float* b = t.b + p * t.ldb;
@@ -116,7 +121,7 @@ struct ChainPortable {
 #endif
     }
     for (int i = 0; i < t.rows; ++i)
-      for (int j = 0; j < cols; ++j) t.c[i * t.ldc + j] = acc[i][j];
+      for (int j = 0; j < cols; ++j) t.c[i * t.ldc + j] = t.relu && !(acc[i][j] > 0.0f) ? 0.0f : acc[i][j];
   }
 };
 
@@ -124,12 +129,17 @@ struct ChainPortable {
 // Up to 24 accumulators of 16 floats, Vecs per row. RowsApart: A's rows are
 // a_row floats apart (A not transposed, read in place), else adjacent.
 struct ChainAvx512 {
+  // max(x, +0), all lanes; the zero-masked form, since g++ 12 warns that the
+  // plain one's undefined pass-through may be used uninitialised.
+  __attribute__((target("avx512f"))) static __m512 relu(__m512 x) {
+    return _mm512_maskz_max_ps(static_cast<__mmask16>(0xFFFF), x, _mm512_setzero_ps());
+  }
   template <int Rows, int Vecs, bool RowsApart>
   __attribute__((target("avx512f,fma"))) static void tile(const ChainTile& t) {
     __m512 acc[std::size_t{Rows}][std::size_t{Vecs}];
     for (int i = 0; i < Rows; ++i)
       for (int v = 0; v < Vecs; ++v)
-        acc[i][v] = t.load ? _mm512_loadu_ps(t.c + i * t.ldc + 16 * v) : _mm512_setzero_ps();
+        acc[i][v] = t.load ? _mm512_loadu_ps(t.c0 + i * t.ldc0 + 16 * v) : _mm512_setzero_ps();
     const std::ptrdiff_t a_row = RowsApart ? t.a_row : 1;
     const float* a = t.a;
     const float* b = t.b;
@@ -150,7 +160,8 @@ struct ChainAvx512 {
       }
     }
     for (int i = 0; i < Rows; ++i)
-      for (int v = 0; v < Vecs; ++v) _mm512_storeu_ps(t.c + i * t.ldc + 16 * v, acc[i][v]);
+      for (int v = 0; v < Vecs; ++v)  // max(x, +0) gives its second operand for NaN and for -0
+        _mm512_storeu_ps(t.c + i * t.ldc + 16 * v, t.relu ? relu(acc[i][v]) : acc[i][v]);
   }
 };
 
@@ -161,9 +172,10 @@ struct ChainAvx2 {
   __attribute__((target("avx2,fma"))) static void block(const ChainTile& t, int row0, int col0) {
     const std::ptrdiff_t a_row = RowsApart ? t.a_row : 1;
     float* c = t.c + row0 * t.ldc + col0;
+    const float* c0 = t.c0 + row0 * t.ldc0 + col0;
     __m256 acc[std::size_t{Rows}][2];
     for (int i = 0; i < Rows; ++i)
-      for (int v = 0; v < 2; ++v) acc[i][v] = t.load ? _mm256_loadu_ps(c + i * t.ldc + 8 * v) : _mm256_setzero_ps();
+      for (int v = 0; v < 2; ++v) acc[i][v] = t.load ? _mm256_loadu_ps(c0 + i * t.ldc0 + 8 * v) : _mm256_setzero_ps();
     const float* a = t.a + row0 * a_row;
     const float* b = t.b + col0;
     for (int p = 0; p < t.kc; ++p, a += t.a_step, b += t.ldb) {
@@ -176,7 +188,8 @@ struct ChainAvx2 {
       }
     }
     for (int i = 0; i < Rows; ++i)
-      for (int v = 0; v < 2; ++v) _mm256_storeu_ps(c + i * t.ldc + 8 * v, acc[i][v]);
+      for (int v = 0; v < 2; ++v)
+        _mm256_storeu_ps(c + i * t.ldc + 8 * v, t.relu ? _mm256_max_ps(acc[i][v], _mm256_setzero_ps()) : acc[i][v]);
   }
 
   template <bool RowsApart>
@@ -327,22 +340,39 @@ inline void pack_b_panels(bool trans_b, int n, int kc, int nr, const float* b, i
   }
 }
 
+// What a call may add to C = [C +] op(A) op(B):
+//   packed  op(B) from its panels (b, ldb and trans_b unused), in tiles of
+//           kChainPanel columns whatever n: the same chains;
+//   bias    every row's chains start from bias[0..n) instead of C or +0
+//           (accumulate unused): a Dense layer's x W + b without copying b
+//           into each row of C first, the same floats;
+//   relu    C = Relu(the chains), applied as the last pass stores them.
+struct ChainOptions {
+  const ChainPackedB* packed = nullptr;
+  const float* bias = nullptr;
+  bool relu = false;
+};
+
 // chain_gemm on a given path (the tests compare the paths).
-// With `packed`, op(B) is read from its panels (b, ldb and trans_b unused),
-// in tiles of kChainPanel columns whatever n: the same chains.
 inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int m, int n, int k, const float* a,
                           int lda, const float* b, int ldb, bool accumulate, float* c, int ldc,
-                          const ChainPackedB* packed = nullptr) {
+                          const ChainOptions& options = {}) {
   if (m <= 0 || n <= 0) return;
+  const ChainPackedB* const packed = options.packed;
+  const float* const bias = options.bias;
   if (k <= 0) {
-    for (int i = 0; i < m && !accumulate; ++i) {
+    if (!bias && !options.relu && accumulate) return;
+    for (int i = 0; i < m; ++i) {
       float* row = c + static_cast<std::ptrdiff_t>(i) * ldc;
-      std::fill(row, row + n, 0.0f);
+      for (int j = 0; j < n; ++j) {
+        const float v = bias ? bias[j] : accumulate ? row[j] : 0.0f;
+        row[j] = options.relu && !(v > 0.0f) ? 0.0f : v;
+      }
     }
     return;
   }
   ChainPanels& panels = chain_panels();
-  if (n < kChainPanel && m > n && trans_a && !packed) {
+  if (n < kChainPanel && m > n && trans_a && !packed && !bias && !options.relu) {
     // Few columns (a 10-class output layer) would leave lanes of each tile
     // idle: compute C^T = op(B)^T op(A)^T instead, whose rows are C's columns.
     // The chains are the same, since fma(x, y, c) and fma(y, x, c) are one
@@ -389,7 +419,9 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
   for (int k0 = 0; k0 < k; k0 += kc_max) {
     const int kc = std::min(kc_max, k - k0);
     t.kc = kc;
-    t.load = accumulate || k0 > 0;
+    t.load = accumulate || k0 > 0 || bias;
+    const bool from_bias = bias && k0 == 0;
+    t.relu = options.relu && k0 + kc == k;
     for (int n0 = 0; n0 < n; n0 += nc) {
       const int block_n = std::min(nc, n - n0);
       const int whole = block_n / nr * nr;  // the block's columns in whole panels
@@ -423,15 +455,20 @@ inline void chain_gemm_on(const ChainPath& path, bool trans_a, bool trans_b, int
           if (width == nr) {
             t.c = ct;
             t.ldc = ldc;
+            t.c0 = from_bias ? bias + n0 + j : ct;
+            t.ldc0 = from_bias ? 0 : ldc;
             kernels[height](t);
             continue;
           }
           // The last columns run on a zero-padded copy of C: the same chains.
           for (int i = 0; i < height; ++i)
             for (int jj = 0; jj < nr; ++jj)
-              c_tile[i * nr + jj] = t.load && jj < width ? ct[static_cast<std::ptrdiff_t>(i) * ldc + jj] : 0.0f;
+              c_tile[i * nr + jj] = !t.load || jj >= width ? 0.0f
+                                    : from_bias      ? bias[n0 + j + jj]
+                                                     : ct[static_cast<std::ptrdiff_t>(i) * ldc + jj];
           t.c = c_tile;
-          t.ldc = nr;
+          t.c0 = c_tile;
+          t.ldc = t.ldc0 = nr;
           kernels[height](t);
           for (int i = 0; i < height; ++i)
             std::copy(c_tile + i * nr, c_tile + i * nr + width, ct + static_cast<std::ptrdiff_t>(i) * ldc);
@@ -462,7 +499,20 @@ inline void chain_gemm(bool trans_a, bool trans_b, int m, int n, int k, const fl
 // rows of each): the same bits as chain_gemm on B itself.
 inline void chain_gemm_packed(bool trans_a, int m, int n, int k, const float* a, int lda, ChainPackedB b,
                               bool accumulate, float* c, int ldc) {
-  detail::chain_gemm_on(detail::chain_path(), trans_a, false, m, n, k, a, lda, nullptr, 0, accumulate, c, ldc, &b);
+  detail::ChainOptions options;
+  options.packed = &b;
+  detail::chain_gemm_on(detail::chain_path(), trans_a, false, m, n, k, a, lda, nullptr, 0, accumulate, c, ldc, options);
+}
+
+// C = [Relu](op(A) op(B) + bias) with each chain starting from its column's
+// bias: a Dense layer's forward in one pass over C, the same floats as
+// copying bias into C's rows, chain_gemm accumulating, then Relu.
+inline void chain_affine(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b,
+                         int ldb, const float* bias, bool relu, float* c, int ldc) {
+  detail::ChainOptions options;
+  options.bias = bias;
+  options.relu = relu;
+  detail::chain_gemm_on(detail::chain_path(), trans_a, trans_b, m, n, k, a, lda, b, ldb, true, c, ldc, options);
 }
 
 }  // namespace lockstep::host

@@ -66,6 +66,16 @@ inline void chain_gemm_threads(int threads, bool trans_a, bool trans_b, int m, i
   });
 }
 
+// chain_affine (op(A) op(B) + bias, then Relu or not) the same way.
+inline void chain_affine_threads(int threads, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                                 const float* bias, bool relu, float* c, int ldc) {
+  detail::chain_split(threads, m, n, k, [&](int i0, int i1, int j0, int j1) {
+    const std::ptrdiff_t i = i0, j = j0;
+    chain_affine(false, false, i1 - i0, j1 - j0, k, a + i * lda, lda, b + j, ldb, bias + j, relu, c + i * ldc + j,
+                 ldc);
+  });
+}
+
 // The same with op(B) from chain_pack_b's panels.
 inline void chain_gemm_threads(int threads, bool trans_a, int m, int n, int k, const float* a, int lda,
                                ChainPackedB b, bool accumulate, float* c, int ldc) {

@@ -68,6 +68,17 @@ class Context {
   template <class Act, class T>
   void affine(const T* x, const T* w, const T* b, T* y, int rows, int in, int out) {
     const std::size_t width = static_cast<std::size_t>(out);
+    if constexpr (std::is_same_v<T, float>) {
+      if (chain_) {
+        // The chains start from b and a Relu is applied as they are stored:
+        // one pass over y, the same floats as the three below.
+        constexpr bool kRelu = std::is_same_v<Act, Relu>;
+        chain_affine_threads(detail::gemm_threads_here(), rows, out, in, x, in, w, out, b, kRelu, y, out);
+        if constexpr (!Act::kIdentity && !kRelu)
+          for_each_index(static_cast<std::size_t>(rows) * width, kernels::ActivateInPlace<Act, T>{y});
+        return;
+      }
+    }
     for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<std::size_t>(r) * width, b, width * sizeof(T));
     gemm<T>(false, false, rows, out, in, T(1), x, in, w, out, T(1), y, out);
     if constexpr (!Act::kIdentity)
